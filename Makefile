@@ -1,0 +1,24 @@
+# redlock: Redlock distributed locks for PostgreSQL, built with PGXS.
+
+MODULE_big = redlock
+EXTENSION = redlock
+DATA = $(wildcard sql/redlock--*.sql)
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+SHLIB_LINK = -lhiredis
+PGFILEDESC = "redlock - Redlock distributed locks on independent Redis masters"
+
+# pg_regress suites: sql/NAME.sql against expected/NAME.out.  They need the Redis masters
+# that test/run starts and names in the server's redlock.servers.
+REGRESS = acquire scopes locks bad_input
+REGRESS_OPTS = --load-extension=redlock
+
+EXTRA_CLEAN = results regression.diffs regression.out tmp_check
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# PostgreSQL's own headers warn under -Wextra: include them as system headers so that
+# warnings are reported for our code only.
+override CPPFLAGS := $(patsubst -I%,-isystem %,$(filter -I$(includedir)%,$(CPPFLAGS))) \
+	$(filter-out -I$(includedir)%,$(CPPFLAGS))
