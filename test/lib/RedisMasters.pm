@@ -1,0 +1,285 @@
+# test/lib/RedisMasters.pm: Redis masters and redlock-ready nodes for the TAP tests.
+#
+#   my $redis = RedisMasters->new(5);            # 5 masters on free ports, under tmp_check
+#   my $node  = RedisMasters::redlock_node('main', $redis);   # started, extension created
+#   $redis->redis_cli(0, 'PTTL', 'k');           # output of redis-cli, chomped
+#   $redis->kill9(1); $redis->stop(2); $redis->cont(2); $redis->restart(1);
+#
+# Session helpers (exported): sql($session, $query) runs a query in a BackgroundPsql
+# session and returns (stdout, stderr, seconds) with this query's stderr only;
+# timed_psql($node, $query) does the same in a new psql.
+#
+# Masters are stopped by PID in stop_all, which DESTROY and END call too.
+
+package RedisMasters;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use File::Path qw(make_path);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+our @EXPORT = qw(sql timed_psql wait_until);
+
+my @all_masters;
+
+# Starts N masters (default 5) on free ports and waits until each answers PING.
+sub new
+{
+	my ($class, $n) = @_;
+	$n //= 5;
+	my $self = bless {
+		dir => PostgreSQL::Test::Utils::tempdir('redis'),
+		ports => [],
+		pids => [],
+	}, $class;
+	for my $i (0 .. $n - 1)
+	{
+		$self->{ports}[$i] = PostgreSQL::Test::Cluster::get_free_port();
+		$self->_start($i);
+	}
+	push @all_masters, $self;
+	note "Redis masters on ports @{ $self->{ports} }";
+	return $self;
+}
+
+# The masters' ports, in order.
+sub ports
+{
+	my ($self) = @_;
+	return @{ $self->{ports} };
+}
+
+# Number of masters.
+sub count
+{
+	my ($self) = @_;
+	return scalar @{ $self->{ports} };
+}
+
+# The redlock.servers value naming every master.
+sub servers_guc
+{
+	my ($self) = @_;
+	return join(',', map { "127.0.0.1:$_" } $self->ports);
+}
+
+# Starts master I on its port; dies unless it answers PING within 10 s.
+sub _start
+{
+	my ($self, $i) = @_;
+	my $port = $self->{ports}[$i];
+	my $dir = "$self->{dir}/redis$i";
+	make_path($dir);
+	unlink "$dir/redis.pid";
+	system('redis-server', '--port', $port, '--bind', '127.0.0.1', '--save', '',
+		'--appendonly', 'no', '--daemonize', 'yes', '--pidfile', "$dir/redis.pid",
+		'--logfile', "$dir/redis.log", '--dir', $dir) == 0
+	  or die "redis-server on port $port did not start";
+	for (1 .. 100)
+	{
+		my $pid = _read_pid("$dir/redis.pid");
+		if ($pid && $self->redis_cli($i, 'PING') eq 'PONG')
+		{
+			$self->{pids}[$i] = $pid;
+			return;
+		}
+		usleep(100_000);
+	}
+	die "redis-server on port $port does not answer PING; see $dir/redis.log";
+}
+
+sub _read_pid
+{
+	my ($file) = @_;
+	open(my $fh, '<', $file) or return undef;
+	my $pid = <$fh>;
+	close $fh;
+	return undef unless defined $pid && $pid =~ /^(\d+)/;
+	return $1;
+}
+
+# True while PID exists and is not a zombie.
+sub _alive
+{
+	my ($pid) = @_;
+	open(my $fh, '<', "/proc/$pid/stat") or return 0;
+	my $stat = <$fh>;
+	close $fh;
+	return 0 unless defined $stat;
+	my ($state) = $stat =~ /\)\s+(\S)/;
+	return defined $state && $state ne 'Z';
+}
+
+sub _wait_gone
+{
+	my ($pid) = @_;
+	for (1 .. 100)
+	{
+		return 1 unless _alive($pid);
+		usleep(100_000);
+	}
+	return 0;
+}
+
+# Runs redis-cli against master I; returns its output (stdout and stderr), chomped.
+sub redis_cli
+{
+	my ($self, $i, @args) = @_;
+	my $port = $self->{ports}[$i];
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'redis-cli', '-h', '127.0.0.1', '-p', $port, @args ],
+		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(30));
+	$out .= $err;
+	chomp $out;
+	return $out;
+}
+
+# The same command on every master: a list of outputs.
+sub redis_all
+{
+	my ($self, @args) = @_;
+	return map { $self->redis_cli($_, @args) } 0 .. $self->count - 1;
+}
+
+# Kills master I with SIGKILL and waits until it is gone.
+sub kill9
+{
+	my ($self, $i) = @_;
+	my $pid = $self->{pids}[$i] or return;
+	note "SIGKILL Redis master $i (port $self->{ports}[$i], pid $pid)";
+	kill 'KILL', $pid;
+	_wait_gone($pid) or die "Redis master $i (pid $pid) survived SIGKILL";
+	$self->{pids}[$i] = undef;
+	return;
+}
+
+# Freezes master I with SIGSTOP: it keeps its socket but answers nothing.
+sub stop
+{
+	my ($self, $i) = @_;
+	my $pid = $self->{pids}[$i] or die "Redis master $i is not running";
+	note "SIGSTOP Redis master $i (port $self->{ports}[$i], pid $pid)";
+	kill 'STOP', $pid;
+	return;
+}
+
+# Resumes master I after stop.
+sub cont
+{
+	my ($self, $i) = @_;
+	my $pid = $self->{pids}[$i] or die "Redis master $i is not running";
+	note "SIGCONT Redis master $i (port $self->{ports}[$i], pid $pid)";
+	kill 'CONT', $pid;
+	return;
+}
+
+# Kills master I if it runs, and starts it again on the same port (empty: no persistence).
+sub restart
+{
+	my ($self, $i) = @_;
+	if (my $pid = $self->{pids}[$i])
+	{
+		kill 'CONT', $pid;
+		$self->kill9($i);
+	}
+	note "starting Redis master $i again on port $self->{ports}[$i]";
+	$self->_start($i);
+	return;
+}
+
+# Stops every master, by PID.
+sub stop_all
+{
+	my ($self) = @_;
+	for my $i (0 .. $#{ $self->{pids} })
+	{
+		my $pid = $self->{pids}[$i] or next;
+		kill 'CONT', $pid;
+		kill 'KILL', $pid;
+		_wait_gone($pid);
+		$self->{pids}[$i] = undef;
+	}
+	return;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($., $@, $!, $^E, $?);
+	$self->stop_all;
+}
+
+END
+{
+	my $rc = $?;
+	$_->stop_all for @all_masters;
+	$? = $rc;
+}
+
+# A started node with redlock.servers naming REDIS's masters, restart_after_crash on, and
+# the extension created in the postgres database.  EXTRA_CONF is appended to
+# postgresql.conf.
+sub redlock_node
+{
+	my ($name, $redis, $extra_conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $guc = $redis->servers_guc;
+	$node->append_conf('postgresql.conf', qq{
+redlock.servers = '$guc'
+restart_after_crash = on
+log_statement = none
+lc_messages = 'C'
+});
+	$node->append_conf('postgresql.conf', $extra_conf) if defined $extra_conf;
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION redlock');
+	return $node;
+}
+
+# Runs QUERY in background psql SESSION; returns (stdout, stderr, seconds) where stderr
+# holds what this query printed only (BackgroundPsql keeps stderr across queries).
+sub sql
+{
+	my ($session, $query) = @_;
+	$session->{stderr} = '';
+	my $t0 = time;
+	my ($out) = $session->query($query);
+	my $secs = time - $t0;
+	my $err = $session->{stderr};
+	$session->{stderr} = '';
+	return ($out, $err, $secs);
+}
+
+# Runs QUERY in a new psql on NODE (errors do not stop it); returns (stdout, stderr,
+# seconds).  Verbose errors, so SQLSTATEs show.
+sub timed_psql
+{
+	my ($node, $query) = @_;
+	my ($out, $err) = ('', '');
+	my $t0 = time;
+	$node->psql('postgres', "\\set VERBOSITY verbose\n$query",
+		stdout => \$out, stderr => \$err, on_error_stop => 0);
+	return ($out, $err, time - $t0);
+}
+
+# Calls CODE every 50 ms until it returns true or SECONDS pass; returns its last result.
+sub wait_until
+{
+	my ($seconds, $code) = @_;
+	my $deadline = time + $seconds;
+	while (1)
+	{
+		my $r = $code->();
+		return $r if $r || time > $deadline;
+		usleep(50_000);
+	}
+}
+
+1;

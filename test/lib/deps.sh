@@ -1,0 +1,39 @@
+# test/lib/deps.sh: install what building and testing redlock needs (sourced, bash).
+#
+# rl_install_deps installs the Debian 12 packages with apt-get, and does nothing when they
+# are all installed already, so that reruns stay quick.  Must run as root.
+
+RL_DEB_PACKAGES=(
+	make gcc libc6-dev
+	postgresql-15 postgresql-server-dev-15
+	libhiredis-dev redis-server redis-tools
+	libipc-run-perl perl
+)
+
+# Succeeds when every package in RL_DEB_PACKAGES is installed.
+rl_deps_installed()
+{
+	local pkg status
+	for pkg in "${RL_DEB_PACKAGES[@]}"; do
+		status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null) || return 1
+		[[ $status == "install ok installed" ]] || return 1
+	done
+	return 0
+}
+
+# Installs the packages, unless they are all there already.
+rl_install_deps()
+{
+	if rl_deps_installed; then
+		echo "deps: all packages already installed (${RL_DEB_PACKAGES[*]})"
+		return 0
+	fi
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "deps: missing packages and not root: run as root (sudo $0)" >&2
+		return 1
+	fi
+	echo "deps: installing ${RL_DEB_PACKAGES[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${RL_DEB_PACKAGES[@]}"
+}

@@ -1,0 +1,237 @@
+# test/lib/servers.sh: Redis masters and a scratch PostgreSQL 15 cluster (sourced, bash).
+#
+# Used by test/run and test/demo, as root.  Everything lives in one temp dir, RL_TMP:
+#
+#   rl_setup                 make RL_TMP (owned by postgres) and trap EXIT to clean up
+#   rl_start_masters N       start N redis-server masters on 127.0.0.1, ports from
+#                            RL_REDIS_BASE_PORT (default 56379) upwards; wait for PING
+#   rl_servers_guc           print the redlock.servers value naming the masters
+#   rl_kill_master I         SIGKILL master I (0-based)
+#   rl_start_cluster         initdb + start a cluster on port RL_PG_PORT (default 55432),
+#                            unix socket only, in RL_TMP/sock, redlock.servers set
+#   rl_psql ARGS...          psql as postgres against the scratch cluster
+#   rl_stop_all              stop the cluster and every master, by PID
+#   rl_cleanup               rl_stop_all, then remove RL_TMP (the EXIT trap)
+#
+# Ports are checked before use: a port something already listens on is an error, with a
+# hint to choose others through the environment.
+
+RL_PGBIN=${RL_PGBIN:-/usr/lib/postgresql/15/bin}
+RL_REDIS_BASE_PORT=${RL_REDIS_BASE_PORT:-56379}
+RL_PG_PORT=${RL_PG_PORT:-55432}
+RL_TMP=
+RL_REDIS_PORTS=()
+RL_REDIS_DIRS=()
+RL_PG_DATA=
+RL_PG_SOCK=
+
+rl_log()
+{
+	echo "servers: $*"
+}
+
+rl_die()
+{
+	echo "servers: ERROR: $*" >&2
+	exit 1
+}
+
+# Succeeds when nothing accepts TCP connections on 127.0.0.1:PORT.
+rl_port_free()
+{
+	local port=$1
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		return 1
+	fi
+	return 0
+}
+
+# Makes the temp dir and installs the cleanup trap.
+rl_setup()
+{
+	[[ $(id -u) -eq 0 ]] || rl_die "must run as root (PostgreSQL runs as the postgres user)"
+	id postgres >/dev/null 2>&1 || rl_die "no postgres OS user: is postgresql-15 installed?"
+	RL_TMP=$(mktemp -d /tmp/redlock-test.XXXXXX)
+	chown postgres: "$RL_TMP"
+	chmod 755 "$RL_TMP"
+	trap rl_cleanup EXIT
+	trap 'exit 130' INT TERM
+}
+
+# PID of a running process from PIDFILE, or nothing.
+rl_pid_of()
+{
+	local pidfile=$1 pid
+	[[ -s $pidfile ]] || return 0
+	pid=$(head -n1 "$pidfile")
+	[[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+	return 0
+}
+
+# Waits up to SECONDS for process PID to end (or become a zombie).
+rl_wait_gone()
+{
+	local pid=$1 seconds=${2:-10} i state
+	for ((i = 0; i < seconds * 10; i++)); do
+		state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 0
+		[[ -z $state || $state == Z ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# Starts master I on port BASE+I and waits until it answers PING.
+rl_start_master()
+{
+	local i=$1 port dir j
+	port=$((RL_REDIS_BASE_PORT + i))
+	dir=$RL_TMP/redis$i
+	rl_port_free "$port" ||
+		rl_die "port $port is in use; choose other Redis ports with RL_REDIS_BASE_PORT=NNNN"
+	mkdir -p "$dir"
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+		--dir "$dir" ||
+		rl_die "redis-server on port $port did not start; see $dir/redis.log"
+	for ((j = 0; j < 100; j++)); do
+		if [[ $(redis-cli -h 127.0.0.1 -p "$port" PING 2>/dev/null) == PONG ]] &&
+			[[ -n $(rl_pid_of "$dir/redis.pid") ]]; then
+			RL_REDIS_PORTS[i]=$port
+			RL_REDIS_DIRS[i]=$dir
+			return 0
+		fi
+		sleep 0.1
+	done
+	cat "$dir/redis.log" >&2
+	rl_die "redis-server on port $port does not answer PING"
+}
+
+# Starts N masters (default 5).
+rl_start_masters()
+{
+	local n=${1:-5} i
+	for ((i = 0; i < n; i++)); do
+		rl_start_master "$i"
+	done
+	rl_log "$n Redis masters up on ports ${RL_REDIS_PORTS[*]}"
+}
+
+# The redlock.servers value for the running masters.
+rl_servers_guc()
+{
+	local IFS=, items=() p
+	for p in "${RL_REDIS_PORTS[@]}"; do
+		items+=("127.0.0.1:$p")
+	done
+	echo "${items[*]}"
+}
+
+# Runs redis-cli against master I.
+rl_redis_cli()
+{
+	local i=$1
+	shift
+	redis-cli -h 127.0.0.1 -p "${RL_REDIS_PORTS[i]}" "$@"
+}
+
+# SIGKILLs master I and waits until it is gone.
+rl_kill_master()
+{
+	local i=$1 pid
+	pid=$(rl_pid_of "${RL_REDIS_DIRS[i]}/redis.pid")
+	[[ -n $pid ]] || return 0
+	kill -KILL "$pid"
+	rl_wait_gone "$pid" 10
+}
+
+# Stops master I (SIGTERM, then SIGKILL if it lingers).
+rl_stop_master()
+{
+	local i=$1 pid
+	pid=$(rl_pid_of "${RL_REDIS_DIRS[i]}/redis.pid")
+	[[ -n $pid ]] || return 0
+	kill -CONT "$pid" 2>/dev/null
+	kill -TERM "$pid" 2>/dev/null
+	rl_wait_gone "$pid" 5 || { kill -KILL "$pid" 2>/dev/null; rl_wait_gone "$pid" 5; }
+}
+
+# Creates and starts the scratch cluster, configured for the running masters.
+rl_start_cluster()
+{
+	local guc
+	rl_port_free "$RL_PG_PORT" ||
+		rl_die "port $RL_PG_PORT is in use; choose another PostgreSQL port with RL_PG_PORT=NNNN"
+	[[ -e /tmp/.s.PGSQL.$RL_PG_PORT ]] && rl_log "note: /tmp/.s.PGSQL.$RL_PG_PORT exists (another server?); ours uses its own socket dir"
+	RL_PG_DATA=$RL_TMP/pgdata
+	RL_PG_SOCK=$RL_TMP/sock
+	runuser -u postgres -- mkdir -p "$RL_PG_SOCK"
+	runuser -u postgres -- "$RL_PGBIN/initdb" -D "$RL_PG_DATA" -A trust -N -E UTF8 \
+		--locale=C --no-instructions >"$RL_TMP/initdb.log" 2>&1 ||
+		{ cat "$RL_TMP/initdb.log" >&2; rl_die "initdb failed"; }
+	guc=$(rl_servers_guc)
+	cat >>"$RL_PG_DATA/postgresql.conf" <<-EOF
+
+		# scratch cluster for redlock tests (test/lib/servers.sh)
+		port = $RL_PG_PORT
+		listen_addresses = ''
+		unix_socket_directories = '$RL_PG_SOCK'
+		fsync = off
+		max_connections = 30
+		lc_messages = 'C'
+		log_line_prefix = '%m [%p] '
+		redlock.servers = '$guc'
+	EOF
+	runuser -u postgres -- "$RL_PGBIN/pg_ctl" -D "$RL_PG_DATA" -l "$RL_TMP/postgresql.log" \
+		-w -t 60 start >/dev/null ||
+		{ cat "$RL_TMP/postgresql.log" >&2; rl_die "the scratch cluster did not start"; }
+	export PGHOST=$RL_PG_SOCK PGPORT=$RL_PG_PORT
+	rl_log "PostgreSQL up: PGHOST=$RL_PG_SOCK PGPORT=$RL_PG_PORT, redlock.servers = '$guc'"
+}
+
+# psql as postgres against the scratch cluster.
+rl_psql()
+{
+	runuser -u postgres -- "$RL_PGBIN/psql" -X -h "$RL_PG_SOCK" -p "$RL_PG_PORT" "$@"
+}
+
+# Stops the scratch cluster (fast, then SIGKILL of the postmaster by PID).
+rl_stop_cluster()
+{
+	local pid
+	[[ -n $RL_PG_DATA && -d $RL_PG_DATA ]] || return 0
+	pid=$(rl_pid_of "$RL_PG_DATA/postmaster.pid")
+	[[ -n $pid ]] || return 0
+	runuser -u postgres -- "$RL_PGBIN/pg_ctl" -D "$RL_PG_DATA" -m fast -w -t 20 stop \
+		>/dev/null 2>&1 && return 0
+	kill -KILL "$pid" 2>/dev/null
+	rl_wait_gone "$pid" 10
+}
+
+# Stops the cluster and all masters.
+rl_stop_all()
+{
+	local i
+	rl_stop_cluster
+	for i in "${!RL_REDIS_DIRS[@]}"; do
+		rl_stop_master "$i"
+	done
+	RL_REDIS_PORTS=()
+	RL_REDIS_DIRS=()
+	RL_PG_DATA=
+}
+
+# The EXIT trap: stop everything, remove the temp dir.
+rl_cleanup()
+{
+	local rc=$?
+	trap - EXIT
+	rl_stop_all
+	if [[ -n $RL_TMP && -d $RL_TMP ]]; then
+		if [[ -n ${RL_KEEP_TMP:-} ]]; then
+			rl_log "kept $RL_TMP (RL_KEEP_TMP is set)"
+		else
+			rm -rf "$RL_TMP"
+		fi
+	fi
+	exit "$rc"
+}
