@@ -1,0 +1,122 @@
+# Two sessions, one resource: mutual exclusion, and the ways a held lock comes free
+# (release, backend terminated, backend killed with SIGKILL only at TTL expiry).
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my $node = RedisMasters::redlock_node('contention', $redis);
+
+my $s1 = $node->background_psql('postgres', on_error_stop => 0);
+my $s2 = $node->background_psql('postgres', on_error_stop => 0);
+
+# Number of masters holding KEY.
+sub holders
+{
+	my ($key) = @_;
+	return scalar grep { $_ eq '1' } $redis->redis_all('EXISTS', $key);
+}
+
+# --- only one wins; the loser gets false, then wins after the release ---
+
+my ($out, $err) = sql($s1, "SELECT redlock_acquire('contended', 60000)");
+is($out, 't', 'first session acquires the lock');
+is($err, '', 'no error or warning on acquire');
+is(holders('contended'), 5, 'all 5 masters hold the key');
+
+my $token = $redis->redis_cli(0, 'GET', 'contended');
+($out, $err) = sql($s2, "SELECT redlock_acquire('contended', 60000)");
+is($out, 'f', 'second session gets false while the lock is held');
+is($err, '', 'losing is not an error');
+is(join(',', $redis->redis_all('GET', 'contended')), join(',', ($token) x 5),
+	'the loser did not overwrite the token on any master');
+($out) = sql($s2, "SELECT count(*) FROM redlock_locks()");
+is($out, '0', 'the loser lists no lock');
+
+($out) = sql($s1, "SELECT redlock_acquire('contended', 60000)");
+is($out, 't', 'the holder can acquire again (stacked hold)');
+($out) = sql($s1, "SELECT redlock_release('contended')");
+is($out, 't', 'the holder releases one hold');
+($out) = sql($s2, "SELECT redlock_acquire('contended', 60000)");
+is($out, 'f', 'still contended while one hold remains');
+($out) = sql($s1, "SELECT redlock_release('contended')");
+is($out, 't', 'the holder releases its last hold');
+is(holders('contended'), 0, 'the key is gone from every master after the release');
+
+($out) = sql($s2, "SELECT redlock_acquire('contended', 60000)");
+is($out, 't', 'the second session wins after the release');
+($out) = sql($s1, "SELECT redlock_acquire('contended', 60000)");
+is($out, 'f', 'and now the first session loses');
+($out) = sql($s2, "SELECT redlock_release('contended')");
+is($out, 't', 'second session releases');
+
+# --- the holder's backend is terminated: released at exit, at once ---
+
+($out) = sql($s1, "SELECT redlock_acquire('terminated', 60000)");
+is($out, 't', 'holder acquires a lock with a 60 s TTL');
+my ($s1_pid) = sql($s1, "SELECT pg_backend_pid()");
+($out) = sql($s2, "SELECT redlock_acquire('terminated', 60000)");
+is($out, 'f', 'contended before the holder is terminated');
+
+($out) = sql($s2, "SELECT pg_terminate_backend($s1_pid, 10000)");
+is($out, 't', 'holder backend terminated (and gone, waited for)');
+is(holders('terminated'), 0,
+	'the key is gone from every master as soon as the backend exited (TTL was 60 s)');
+($out) = sql($s2, "SELECT redlock_acquire('terminated', 60000)");
+is($out, 't', 'the other session wins right after the holder was terminated');
+($out) = sql($s2, "SELECT redlock_release_all()");
+is($out, '1', 'release_all releases that one lock');
+eval { $s1->quit };
+
+# --- the holder's backend is SIGKILLed: the keys stay until the TTL expires ---
+
+my $ttl_ms = 6000;
+my $s3 = $node->background_psql('postgres', on_error_stop => 0);
+my ($s3_pid) = sql($s3, "SELECT pg_backend_pid()");
+my $t0 = time;
+($out) = sql($s3, "SELECT redlock_acquire('crashed', $ttl_ms)");
+is($out, 't', "holder acquires a lock with a $ttl_ms ms TTL");
+my $log_offset = -s $node->logfile;
+ok(kill('KILL', $s3_pid), "holder backend $s3_pid killed with SIGKILL");
+
+# The postmaster resets every backend after a crash: wait for that, then until it accepts
+# queries again.
+$node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
+ok( wait_until(30, sub { $node->psql('postgres', 'SELECT 1') == 0 }),
+	'the server restarted its backends after the crash');
+eval { $s2->quit };
+eval { $s3->quit };
+is(holders('crashed'), 5, 'all 5 keys survive the SIGKILLed holder');
+
+my $s4 = $node->background_psql('postgres', on_error_stop => 0);
+my $elapsed_ms = (time - $t0) * 1000;
+cmp_ok($elapsed_ms, '<', $ttl_ms - 1000,
+	'the server is back well before the TTL runs out (else this test proves nothing)');
+($out) = sql($s4, "SELECT redlock_acquire('crashed', 60000)");
+is($out, 'f', 'a new session gets false before the TTL of the dead holder expired');
+
+# Try until it works; it must not work before the keys expired.
+my $won_at;
+wait_until(
+	$ttl_ms / 1000 + 10,
+	sub {
+		my ($r) = sql($s4, "SELECT redlock_acquire('crashed', 60000)");
+		$won_at = time if $r eq 't';
+		return $r eq 't';
+	});
+ok(defined $won_at, 'a new session acquires the lock once the TTL expired');
+cmp_ok(($won_at // $t0) - $t0, '>=', $ttl_ms / 1000 - 0.05,
+	'... and not before the TTL expired');
+is(holders('crashed'), 5, 'the new holder has the key on all masters');
+($out) = sql($s4, "SELECT redlock_release('crashed')");
+is($out, 't', 'new holder releases');
+
+$s4->quit;
+done_testing();

@@ -1,0 +1,151 @@
+# What redlock writes into Redis, checked with redis-cli on every master: the key, its
+# 40-hex token, its PTTL; gone after release; PTTL raised by extend; key_prefix.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my $node = RedisMasters::redlock_node('keys', $redis);
+my $s = $node->background_psql('postgres', on_error_stop => 0);
+
+# Checks KEY on all masters: same 40-hex token everywhere, 0 < PTTL <= MAX_MS (and
+# > MIN_MS when given).  Returns the token.
+sub check_key
+{
+	my ($key, $max_ms, $min_ms, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my @tokens = $redis->redis_all('GET', $key);
+	my @pttls = $redis->redis_all('PTTL', $key);
+	note "GET $key: @tokens; PTTL $key: @pttls";
+	is(scalar(grep { /^[0-9a-fA-F]{40}$/ } @tokens), 5,
+		"$what: a 40-hex-char token under \"$key\" on all 5 masters");
+	is(scalar(grep { $_ eq $tokens[0] } @tokens), 5,
+		"$what: the same token on every master");
+	$min_ms //= 0;
+	is(scalar(grep { /^\d+$/ && $_ > $min_ms && $_ <= $max_ms } @pttls), 5,
+		"$what: $min_ms < PTTL <= $max_ms on all 5 masters");
+	return $tokens[0];
+}
+
+# Number of masters where KEY exists.
+sub holders
+{
+	my ($key) = @_;
+	return scalar grep { $_ eq '1' } $redis->redis_all('EXISTS', $key);
+}
+
+# --- acquire, key and token, release ---
+
+my ($out, $err) = sql($s, "SELECT redlock_acquire('nightly-billing', 30000)");
+is($out, 't', 'acquire nightly-billing for 30000 ms');
+my $token = check_key('nightly-billing', 30000, 25000, 'after acquire');
+
+($out) = sql($s,
+	"SELECT resource, key, scope, session_holds, xact_holds, ttl_ms, nodes,"
+	  . " validity_ms > 0 AND validity_ms <= 30000, valid_until > acquired_at"
+	  . " FROM redlock_locks()");
+is($out, 'nightly-billing|nightly-billing|session|1|0|30000|5|t|t',
+	'redlock_locks() describes the lock');
+
+my ($out2) = sql($s, "SELECT redlock_acquire('nightly-billing', 30000)");
+is($out2, 't', 'a second acquire by the holder succeeds (stacks)');
+is($redis->redis_cli(3, 'GET', 'nightly-billing'), $token,
+	'the stacked acquire keeps the same token');
+($out) = sql($s, "SELECT session_holds FROM redlock_locks()");
+is($out, '2', 'session_holds counts 2');
+($out) = sql($s, "SELECT redlock_release('nightly-billing')");
+is($out, 't', 'release one of two holds');
+is(holders('nightly-billing'), 5, 'the key stays while a hold remains');
+($out) = sql($s, "SELECT redlock_release('nightly-billing')");
+is($out, 't', 'release the last hold');
+is(holders('nightly-billing'), 0, 'the key is gone from every master after release');
+($out) = sql($s, "SELECT count(*) FROM redlock_locks()");
+is($out, '0', 'redlock_locks() is empty');
+
+($out, $err) = sql($s, "SELECT redlock_release('nightly-billing')");
+is($out, 'f', 'releasing a lock not held returns false');
+like($err, qr/WARNING/, '... with a WARNING');
+
+# A fresh acquisition gets a fresh token.
+($out) = sql($s, "SELECT redlock_acquire('nightly-billing', 30000)");
+is($out, 't', 'acquire again');
+my $token2 = check_key('nightly-billing', 30000, 25000, 'after re-acquire');
+isnt($token2, $token, 'a new acquisition writes a new token');
+sql($s, "SELECT redlock_release('nightly-billing')");
+
+# --- re-acquiring refreshes the TTL ---
+
+sql($s, "SELECT redlock_acquire('refresh', 3000)");
+usleep(500_000);
+check_key('refresh', 2600, 0, 'half a second after a 3000 ms acquire');
+($out) = sql($s, "SELECT redlock_acquire('refresh', 3000)");
+is($out, 't', 'acquire again while holding');
+check_key('refresh', 3000, 2600, 're-acquire refreshed the TTL');
+($out) = sql($s, "SELECT redlock_release_all()");
+is($out, '1', 'release_all drops the lock with two holds as one lock');
+is(holders('refresh'), 0, 'and deletes its key everywhere');
+
+# --- extend ---
+
+sql($s, "SELECT redlock_acquire('extended', 5000)");
+check_key('extended', 5000, 0, 'before extend');
+($out) = sql($s, "SELECT redlock_extend('extended', 60000)");
+is($out, 't', 'extend to 60000 ms');
+check_key('extended', 60000, 55000, 'extend raised the PTTL');
+
+# extend(resource) with no TTL uses the TTL the lock was acquired with.
+sql($s, "SELECT redlock_acquire('extended-default', 20000)");
+usleep(600_000);
+check_key('extended-default', 19500, 0, '600 ms after a 20000 ms acquire');
+($out) = sql($s, "SELECT redlock_extend('extended-default')");
+is($out, 't', 'extend with the default TTL');
+check_key('extended-default', 20000, 19500, 'extend(resource) set the PTTL to 20000 again');
+sql($s, "SELECT redlock_release('extended-default')");
+
+# The key was deleted behind our back: the lock is lost, extend says so.
+$redis->redis_cli($_, 'DEL', 'extended') for 0 .. 4;
+($out, $err) = sql($s, "SELECT redlock_extend('extended', 60000)");
+is($out, 'f', 'extend returns false once the keys are gone (lock lost)');
+is(holders('extended'), 0, 'and does not create the keys again');
+
+# Someone else's token under our key: extend must not touch it.
+sql($s, "SELECT redlock_release_all()");
+sql($s, "SELECT redlock_acquire('stolen', 5000)");
+$redis->redis_cli($_, 'SET', 'stolen', 'x' x 40, 'PX', 90000) for 0 .. 4;
+($out) = sql($s, "SELECT redlock_extend('stolen', 60000)");
+is($out, 'f', 'extend returns false when another token holds the key');
+is(join(',', $redis->redis_all('GET', 'stolen')), join(',', ('x' x 40) x 5),
+	'the other token is left alone by extend');
+sql($s, "SELECT redlock_release('stolen')");
+is(join(',', $redis->redis_all('GET', 'stolen')), join(',', ('x' x 40) x 5),
+	'and by release (only the holder\'s token is deleted)');
+$redis->redis_cli($_, 'DEL', 'stolen') for 0 .. 4;
+sql($s, "SELECT redlock_release_all()");
+
+# --- key_prefix ---
+
+($out, $err) = sql($s, "SET redlock.key_prefix = 'app1:'");
+is($err, '', 'superuser sets redlock.key_prefix');
+($out) = sql($s, "SELECT redlock_acquire('prefixed', 30000)");
+is($out, 't', 'acquire with a prefix');
+check_key('app1:prefixed', 30000, 25000, 'with key_prefix app1:');
+is(holders('prefixed'), 0, 'no unprefixed key');
+($out) = sql($s, "SELECT resource, key FROM redlock_locks()");
+is($out, 'prefixed|app1:prefixed', 'redlock_locks() shows resource and prefixed key');
+($out) = sql($s, "SELECT redlock_release('prefixed')");
+is($out, 't', 'release with a prefix');
+is(holders('app1:prefixed'), 0, 'the prefixed key is gone everywhere');
+sql($s, "RESET redlock.key_prefix");
+
+# Each master got exactly the keys above, and none are left over.
+is(join(',', $redis->redis_all('DBSIZE')), '0,0,0,0,0', 'no keys left on any master');
+
+$s->quit;
+done_testing();

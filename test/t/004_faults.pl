@@ -1,0 +1,128 @@
+# Faults: masters killed (SIGKILL) or frozen (SIGSTOP).  A majority of 5 keeps locks
+# working; without one, acquire fails fast with SQLSTATE 08006 naming the nodes; a
+# frozen master costs no more than the per-request timeout; restarted masters serve again.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my $node = RedisMasters::redlock_node('faults', $redis);
+my $s = $node->background_psql('postgres', on_error_stop => 0);
+sql($s, "\\set VERBOSITY verbose");
+my @ports = $redis->ports;
+
+# Number of masters where KEY exists (a dead master counts as not holding it).
+sub holders
+{
+	my ($key) = @_;
+	return scalar grep { $_ eq '1' } $redis->redis_all('EXISTS', $key);
+}
+
+my ($out, $err, $secs);
+
+($out) = sql($s, "SELECT redlock_acquire('warmup', 30000)");
+is($out, 't', 'acquire with all 5 masters up');
+sql($s, "SELECT redlock_release('warmup')");
+
+# --- 2 of 5 masters killed: still a majority ---
+
+$redis->kill9(0);
+$redis->kill9(1);
+($out, $err, $secs) = sql($s, "SELECT redlock_acquire('two-down', 30000)");
+is($out, 't', 'acquire succeeds with 2 of 5 masters killed');
+is(holders('two-down'), 3, 'the 3 live masters hold the key');
+($out) = sql($s, "SELECT nodes FROM redlock_locks() WHERE resource = 'two-down'");
+is($out, '3', 'redlock_locks().nodes counts the 3 masters that accepted');
+($out) = sql($s, "SELECT redlock_extend('two-down', 60000)");
+is($out, 't', 'extend succeeds with 3 of 5');
+($out) = sql($s, "SELECT redlock_release('two-down')");
+is($out, 't', 'release succeeds with 3 of 5');
+is(holders('two-down'), 0, 'keys gone from the live masters');
+
+# The same in a new backend, which must connect to all masters from scratch.
+($out, $err, $secs) = timed_psql($node, "SELECT redlock_acquire('two-down-new', 30000)");
+is($out, 't', 'a new backend acquires with 2 of 5 masters killed');
+cmp_ok($secs, '<', 2, "... within 2 s (took ${secs}s)");
+
+# --- 3 of 5 masters killed: no quorum, an error, fast ---
+
+$redis->kill9(2);
+($out, $err, $secs) = sql($s, "SELECT redlock_acquire('three-down', 30000)");
+isnt($out, 't', 'acquire does not succeed with 3 of 5 masters killed');
+like($err, qr/ERROR:\s+08006/, 'it raises an ERROR with SQLSTATE 08006');
+like($err, qr/DETAIL:/, 'with a DETAIL');
+for my $i (0 .. 2)
+{
+	like($err, qr/\b$ports[$i]\b/, "the message names dead master $i (port $ports[$i])");
+}
+cmp_ok($secs, '<', 2, "the error comes within 2 s (took ${secs}s)");
+note "error was: $err";
+is(holders('three-down'), 0,
+	'no key is left on the 2 live masters after the failed attempt');
+
+($out, $err, $secs) = sql($s, "SELECT redlock_acquire('three-down', 30000, 1000)");
+like($err, qr/ERROR:\s+08006/, 'with wait_ms 1000 it also raises 08006');
+cmp_ok($secs, '<', 3, "... within 3 s (took ${secs}s)");
+
+($out, $err, $secs) = timed_psql($node, "SELECT redlock_acquire('three-down', 30000)");
+like($err, qr/ERROR:\s+08006/, 'a new backend gets 08006 too');
+cmp_ok($secs, '<', 2, "... within 2 s (took ${secs}s)");
+
+($out) = sql($s, "SELECT count(*) FROM redlock_locks()");
+is($out, '0', 'the failed acquisitions left no lock in the session');
+
+# --- masters restarted: locks work again, in the same session ---
+
+$redis->restart($_) for 0 .. 2;
+($out, $err) = sql($s, "SELECT redlock_acquire('restarted', 30000)");
+is($out, 't', 'acquire succeeds again after restarting the killed masters');
+is($err, '', '... without error');
+is(holders('restarted'), 5, 'all 5 masters hold the key again');
+sql($s, "SELECT redlock_release('restarted')");
+is(holders('restarted'), 0, 'released everywhere');
+
+# --- one master frozen with SIGSTOP: costs about one request timeout ---
+
+$redis->stop(4);
+($out, $err, $secs) = sql($s, "SELECT redlock_acquire('frozen-one', 30000)");
+is($out, 't', 'acquire succeeds with one master frozen');
+cmp_ok($secs, '<', 1, "... and does not hang on it (took ${secs}s)");
+($out, $err, $secs) = sql($s, "SELECT redlock_release('frozen-one')");
+is($out, 't', 'release succeeds with one master frozen');
+cmp_ok($secs, '<', 1, "... and does not hang on it (took ${secs}s)");
+
+($out, $err, $secs) = timed_psql($node, "SELECT redlock_acquire('frozen-new', 30000)");
+is($out, 't', 'a new backend acquires with one master frozen');
+cmp_ok($secs, '<', 1.5, "... without hanging (took ${secs}s)");
+$redis->cont(4);
+
+# --- three masters frozen: no quorum, an error within bounded time ---
+
+$redis->stop($_) for 2 .. 4;
+($out, $err, $secs) = sql($s, "SELECT redlock_acquire('frozen-three', 30000)");
+like($err, qr/ERROR:\s+08006/, 'acquire with 3 of 5 masters frozen raises 08006');
+cmp_ok($secs, '<', 2, "... within 2 s (took ${secs}s)");
+$redis->cont($_) for 2 .. 4;
+
+# After SIGCONT the masters answer again (replies to old requests must not confuse us).
+($out, $err) = sql($s, "SELECT redlock_acquire('thawed', 30000)");
+is($out, 't', 'acquire succeeds after the frozen masters resumed');
+is($err, '', '... without error');
+is(holders('thawed'), 5, 'all 5 masters hold the key');
+sql($s, "SELECT redlock_release('thawed')");
+is(holders('thawed'), 0, 'released everywhere');
+
+# The frozen master still got the earlier SET for frozen-one/frozen-new once it resumed;
+# those keys expire by TTL; nothing else should be there.
+my @left = grep { $_ ne '' } map { split /\n/ } $redis->redis_all('KEYS', '*');
+ok(!(grep { !/^(frozen-one|frozen-new|frozen-three)$/ } @left),
+	'no unexpected keys left on the masters') or diag "left: @left";
+
+$s->quit;
+done_testing();

@@ -1,0 +1,111 @@
+# Waiting for a lock: wait_ms long enough gets it when the holder lets go, wait_ms too
+# short gives false, and a wait without limit (NULL) ends on statement_timeout,
+# lock_timeout or a cancel with the usual errors.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my $node = RedisMasters::redlock_node('wait', $redis);
+my $holder = $node->background_psql('postgres', on_error_stop => 0);
+my $waiter = $node->background_psql('postgres', on_error_stop => 0);
+
+my ($out, $err, $secs);
+
+($out) = sql($holder, "SELECT redlock_acquire('w', 30000)");
+is($out, 't', 'holder acquires w');
+my $token = $redis->redis_cli(0, 'GET', 'w');
+
+# Has the holder release w after 300 ms, without waiting for it.
+sub release_later
+{
+	$holder->query_until(qr/releasing/,
+		"\\echo releasing\nSELECT pg_sleep(0.3), redlock_release('w');\n");
+}
+
+# Collects the output of release_later's query.
+sub release_done
+{
+	my ($res) = sql($holder, "SELECT 'synced'");
+	like($res, qr/\|t\n.*synced/s, 'the holder released w');
+}
+
+# --- a wait that outlasts the holder succeeds ---
+
+release_later();
+($out, $err, $secs) = sql($waiter, "SELECT redlock_acquire('w', 30000, 5000)");
+is($out, 't', 'acquire with wait_ms 5000 gets the lock released after ~300 ms');
+cmp_ok($secs, '>=', 0.2, "... after waiting for it (took ${secs}s)");
+cmp_ok($secs, '<', 3, '... well before wait_ms ran out');
+release_done();
+isnt($redis->redis_cli(0, 'GET', 'w'), $token, 'the key now holds the waiter\'s token');
+sql($waiter, "SELECT redlock_release('w')");
+
+# The same with wait_ms NULL (no limit).
+sql($holder, "SELECT redlock_acquire('w', 30000)");
+release_later();
+($out, $err, $secs) = sql($waiter, "SELECT redlock_acquire('w', 30000, NULL)");
+is($out, 't', 'acquire with wait_ms NULL gets the lock released after ~300 ms');
+cmp_ok($secs, '<', 3, "... promptly (took ${secs}s)");
+release_done();
+
+# Now the waiter holds w, the holder waits.
+# --- a wait too short gives false ---
+
+($out, $err, $secs) = sql($holder, "SELECT redlock_acquire('w', 30000, 300)");
+is($out, 'f', 'acquire with wait_ms 300 on a held lock returns false');
+is($err, '', '... without error');
+cmp_ok($secs, '<', 2, "... after a bounded wait (took ${secs}s)");
+
+($out, $err, $secs) = sql($holder, "SELECT redlock_acquire('w', 30000, 0)");
+is($out, 'f', 'wait_ms 0: one attempt, false');
+cmp_ok($secs, '<', 0.5, "... at once (took ${secs}s)");
+
+# --- waits without limit end on statement_timeout, lock_timeout, cancel ---
+
+sql($holder, "SET statement_timeout = '700ms'");
+($out, $err, $secs) = sql($holder, "SELECT redlock_acquire('w', 30000, NULL)");
+like($err, qr/canceling statement due to statement timeout/,
+	'statement_timeout interrupts a wait_ms NULL wait');
+cmp_ok($secs, '>=', 0.6, "... not before the timeout (took ${secs}s)");
+cmp_ok($secs, '<', 2, '... and soon after it');
+sql($holder, "RESET statement_timeout");
+
+sql($holder, "SET lock_timeout = '700ms'");
+($out, $err, $secs) = sql($holder, "SELECT redlock_acquire('w', 30000, NULL)");
+like($err, qr/canceling statement due to lock timeout/,
+	'lock_timeout interrupts a wait_ms NULL wait');
+cmp_ok($secs, '<', 2, "... soon after the timeout (took ${secs}s)");
+sql($holder, "RESET lock_timeout");
+
+my ($holder_pid) = sql($holder, "SELECT pg_backend_pid()");
+$holder->{stderr} = '';
+$holder->query_until(qr/waiting/,
+	"\\echo waiting\nSELECT redlock_acquire('w', 30000, NULL);\n");
+my $t0 = time;
+($out) = sql($waiter, "SELECT pg_sleep(0.5), pg_cancel_backend($holder_pid)");
+is($out, '|t', 'cancel sent to the waiting backend');
+# Not sql(), which would clear what the cancelled statement printed.
+($out) = $holder->query("SELECT 'after-cancel'");
+$err = $holder->{stderr};
+$holder->{stderr} = '';
+like($err, qr/canceling statement due to user request/, 'a cancel interrupts the wait');
+cmp_ok(time - $t0, '<', 2, 'the cancel takes effect promptly');
+
+($out) = sql($holder, "SELECT count(*) FROM redlock_locks()");
+is($out, '0', 'interrupted waits leave no lock behind');
+is(join(',', $redis->redis_all('EXISTS', 'w')), '1,1,1,1,1', 'the key is still there');
+($out) = sql($waiter, "SELECT redlock_release('w')");
+is($out, 't', 'the real holder still holds w and releases it');
+is(join(',', $redis->redis_all('EXISTS', 'w')), '0,0,0,0,0', 'w is gone');
+
+$holder->quit;
+$waiter->quit;
+done_testing();
