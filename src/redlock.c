@@ -1,0 +1,26 @@
+/*-------------------------------------------------------------------------
+ *
+ * redlock.c
+ *	  Module entry point.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "redlock.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/*
+ * _PG_init
+ *		Defines the redlock.* GUCs when the library is loaded.
+ */
+void
+_PG_init(void)
+{
+	RedlockGucInit();
+}

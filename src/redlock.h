@@ -1,0 +1,210 @@
+/*-------------------------------------------------------------------------
+ *
+ * redlock.h
+ *	  Shared types and the functions each layer of redlock offers the one above.
+ *
+ * Layers, top to bottom (../shared/DESIGN.md): SQL functions (sql.c) and transaction
+ * hooks (xact.c) -> lock table (locktable.c) -> quorum protocol (quorum.c) -> node
+ * connections (node.c) -> configuration (guc.c, servers.c).  Each layer calls only the
+ * one below it.  Times are milliseconds on every interface; monotonic times are read
+ * with redlock_clock_ms().  The lower layers return outcomes; only the SQL functions
+ * and the hooks turn them into errors or warnings (report.c holds their shared words).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REDLOCK_H
+#define REDLOCK_H
+
+#include "datatype/timestamp.h"
+
+/* Limits, documented in README. */
+#define REDLOCK_MAX_NODES			64
+#define REDLOCK_MAX_ADDR_LEN		255		/* host name, IP address or socket path */
+#define REDLOCK_MAX_RESOURCE_LEN	1024	/* bytes of a resource name */
+#define REDLOCK_MAX_TTL_MS			86400000	/* one day */
+#define REDLOCK_TOKEN_BYTES			20		/* random bytes in a token (spec §2) */
+#define REDLOCK_TOKEN_LEN			(REDLOCK_TOKEN_BYTES * 2)	/* hex characters */
+#define REDLOCK_NODE_ERROR_LEN		160		/* bytes kept of a node's error text */
+
+/* ---- configuration: servers.c (parser) and guc.c ---- */
+
+/* One Redis master: a TCP host and port, or a unix socket path (port 0). */
+typedef struct RedlockNodeAddr
+{
+	char		host[REDLOCK_MAX_ADDR_LEN + 1];
+	int			port;
+} RedlockNodeAddr;
+
+/* A parsed redlock.servers value, allocated in one malloc'd block. */
+typedef struct RedlockServerList
+{
+	int			count;
+	RedlockNodeAddr nodes[FLEXIBLE_ARRAY_MEMBER];
+} RedlockServerList;
+
+extern RedlockServerList *redlock_servers_parse(const char *value, char *errbuf,
+												size_t errlen);
+
+extern int	redlock_connect_timeout_ms;
+extern int	redlock_timeout_ms;
+extern int	redlock_retry_delay_ms;
+extern int	redlock_retry_jitter_ms;
+extern double redlock_clock_drift_factor;
+extern char *redlock_key_prefix;
+extern char *redlock_username;
+extern char *redlock_password;
+extern int	redlock_database;
+extern const RedlockServerList *redlock_server_list;
+extern uint64 redlock_connection_generation;
+
+extern void RedlockGucInit(void);
+
+/* ---- node connections: node.c ---- */
+
+/* What one node made of one command. */
+typedef enum RedlockReplyKind
+{
+	REDLOCK_REPLY_NONE,			/* no reply: connect, I/O or timeout failure */
+	REDLOCK_REPLY_OK,			/* status reply "OK" */
+	REDLOCK_REPLY_NIL,			/* nil reply */
+	REDLOCK_REPLY_INTEGER,		/* integer reply, in integer */
+	REDLOCK_REPLY_ERROR,		/* error reply from Redis, text in error */
+	REDLOCK_REPLY_OTHER			/* any other reply type */
+} RedlockReplyKind;
+
+typedef struct RedlockNodeOutcome
+{
+	RedlockReplyKind kind;
+	long long	integer;
+	double		elapsed_ms;		/* from the start of the call to this outcome */
+	char		error[REDLOCK_NODE_ERROR_LEN];	/* failure or error reply text, or "" */
+} RedlockNodeOutcome;
+
+/* A Lua script run with EVALSHA, and with EVAL on a node that answers NOSCRIPT. */
+typedef struct RedlockScript
+{
+	const char *body;
+	char		sha1[41];		/* hex SHA-1 of body; set by redlock_script_init() */
+} RedlockScript;
+
+#define REDLOCK_MAX_ARGS 8
+
+/*
+ * One command, sent to every node.  Without a script, argv is the whole command.  With
+ * one, argv is one key followed by the script's arguments.
+ */
+typedef struct RedlockCommand
+{
+	const RedlockScript *script;
+	int			argc;
+	const char *argv[REDLOCK_MAX_ARGS];
+	size_t		argvlen[REDLOCK_MAX_ARGS];
+} RedlockCommand;
+
+extern void redlock_script_init(RedlockScript *script);
+extern int	redlock_node_count(void);
+extern const char *redlock_node_name(int node);
+extern void redlock_nodes_run(const RedlockCommand *command, bool cleanup,
+							  RedlockNodeOutcome *outcomes);
+extern void redlock_nodes_disconnect(void);
+
+/* ---- quorum protocol: quorum.c ---- */
+
+typedef enum RedlockStatus
+{
+	REDLOCK_OK,					/* acquired, released or extended on a quorum */
+	REDLOCK_BUSY,				/* a quorum answered, but not enough said yes */
+	REDLOCK_UNAVAILABLE			/* fewer than a quorum of nodes answered at all */
+} RedlockStatus;
+
+/* The outcome of one quorum operation. */
+typedef struct RedlockResult
+{
+	RedlockStatus status;
+	int			node_count;		/* nodes configured */
+	int			quorum;			/* node_count / 2 + 1 */
+	int			accepted;		/* nodes that said yes (set, deleted, extended) */
+	int			answered;		/* nodes that replied at all */
+	int			attempts;		/* acquire attempts made */
+	double		elapsed_ms;		/* duration of the attempt that decided */
+	double		valid_until_ms; /* monotonic end of validity (after REDLOCK_OK) */
+	char	   *node_errors;	/* "node: error" lines for errdetail, or NULL */
+} RedlockResult;
+
+extern double redlock_clock_ms(void);
+extern void redlock_new_token(char *token);
+extern void redlock_quorum_acquire(const char *key, const char *token, int ttl_ms,
+								   int wait_ms, RedlockResult *result);
+extern void redlock_quorum_release(const char *key, const char *token, bool cleanup,
+								   RedlockResult *result);
+extern void redlock_quorum_extend(const char *key, const char *token, int ttl_ms,
+								  RedlockResult *result);
+
+/* ---- lock table: locktable.c ---- */
+
+typedef enum RedlockScope
+{
+	REDLOCK_SCOPE_SESSION,
+	REDLOCK_SCOPE_XACT
+} RedlockScope;
+
+/* What happened to a lock when this backend dropped its last hold on it. */
+typedef struct RedlockReleaseInfo
+{
+	const char *resource;
+	bool		expired;		/* validity had run out before the release */
+	RedlockResult result;		/* the release on the nodes */
+} RedlockReleaseInfo;
+
+typedef void (*RedlockReleaseReport) (const RedlockReleaseInfo *info);
+
+/* A copy of one held lock, for redlock_locks(). */
+typedef struct RedlockLockInfo
+{
+	char	   *resource;
+	char	   *key;
+	int			session_holds;
+	int			xact_holds;
+	int			ttl_ms;
+	int			nodes;
+	TimestampTz acquired_at;
+	TimestampTz valid_until;
+	double		validity_ms;	/* remaining, <= 0 once run out */
+} RedlockLockInfo;
+
+typedef enum RedlockHoldStatus
+{
+	REDLOCK_NOT_HELD,			/* this backend holds no such lock (in that scope) */
+	REDLOCK_HELD,				/* done; the lock is (still) held */
+	REDLOCK_RELEASED,			/* the last hold went: released on the nodes */
+	REDLOCK_LOST,				/* extend failed: the lock is gone, and forgotten */
+	REDLOCK_FAILED				/* acquire failed (busy or unavailable) */
+} RedlockHoldStatus;
+
+extern RedlockHoldStatus redlock_lock_acquire(const char *resource, RedlockScope scope,
+											  int ttl_ms, int wait_ms, bool *was_lost,
+											  RedlockResult *result);
+extern RedlockHoldStatus redlock_lock_release(const char *resource,
+											  RedlockReleaseInfo *info);
+extern RedlockHoldStatus redlock_lock_extend(const char *resource, int ttl_ms,
+											 RedlockResult *result);
+extern int	redlock_lock_release_session(RedlockReleaseReport report);
+extern int	redlock_lock_list(RedlockLockInfo **locks);
+extern bool redlock_lock_xact_pending(void);
+extern const char *redlock_lock_first_expired_xact(void);
+extern void redlock_lock_xact_end(bool commit, RedlockReleaseReport report);
+extern void redlock_lock_subxact_end(bool commit, SubTransactionId subid,
+									 SubTransactionId parent,
+									 RedlockReleaseReport report);
+extern void redlock_lock_release_everything(RedlockReleaseReport report);
+
+/* ---- messages shared by the SQL functions and the hooks: report.c ---- */
+
+extern void redlock_warn_release(const RedlockReleaseInfo *info);
+extern int	redlock_errdetail_nodes(const RedlockResult *result);
+
+/* ---- transaction and exit hooks: xact.c ---- */
+
+extern void redlock_hooks_register(void);
+
+#endif							/* REDLOCK_H */

@@ -1,0 +1,330 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql.c
+ *	  The SQL-callable functions: argument checks, then the lock table, then the
+ *	  decision between a result, a WARNING and an ERROR.
+ *
+ * Functions are not STRICT: a NULL resource or TTL is an ERROR (22004) rather than a
+ * silent NULL, and a NULL wait_ms means "wait without limit".
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "redlock.h"
+
+/*---- argument checks ----*/
+
+/* The resource argument: not NULL, not empty, at most REDLOCK_MAX_RESOURCE_LEN bytes. */
+static char *
+arg_resource(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *resource;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("resource must not be null")));
+	resource = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(resource);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("resource must not be empty")));
+	if (len > REDLOCK_MAX_RESOURCE_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("resource name is too long"),
+				 errdetail("The name is %d bytes long; the limit is %d bytes.",
+						   len, REDLOCK_MAX_RESOURCE_LEN)));
+	return text_to_cstring(resource);
+}
+
+/* The ttl_ms argument: 1..REDLOCK_MAX_TTL_MS; NULL gives null_ttl when allowed. */
+static int
+arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_allowed, int null_ttl)
+{
+	int			ttl_ms;
+
+	if (PG_ARGISNULL(argno))
+	{
+		if (null_allowed)
+			return null_ttl;
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("ttl_ms must not be null")));
+	}
+	ttl_ms = PG_GETARG_INT32(argno);
+	if (ttl_ms <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl_ms must be greater than zero"),
+				 errdetail("The TTL given was %d ms.", ttl_ms)));
+	if (ttl_ms > REDLOCK_MAX_TTL_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl_ms must be at most %d (one day)", REDLOCK_MAX_TTL_MS),
+				 errdetail("The TTL given was %d ms.", ttl_ms),
+				 errhint("Take a shorter TTL and extend the lock with redlock_extend() while the work runs.")));
+	return ttl_ms;
+}
+
+/* The wait_ms argument: >= 0, or NULL for no limit (returned as -1). */
+static int
+arg_wait(FunctionCallInfo fcinfo, int argno)
+{
+	int			wait_ms;
+
+	if (PG_ARGISNULL(argno))
+		return -1;
+	wait_ms = PG_GETARG_INT32(argno);
+	if (wait_ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wait_ms must not be negative"),
+				 errdetail("The wait given was %d ms.", wait_ms),
+				 errhint("Pass 0 for a single attempt, or NULL to wait without limit.")));
+	return wait_ms;
+}
+
+/* Refuses to take a lock while redlock.servers lists no master. */
+static void
+require_servers(void)
+{
+	if (redlock_server_list == NULL || redlock_server_list->count == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("no Redis masters are configured"),
+				 errhint("Set redlock.servers to the masters' host:port items, for example in postgresql.conf.")));
+}
+
+static void
+warn_not_held(const char *resource)
+{
+	ereport(WARNING,
+			(errmsg("lock on resource \"%s\" is not held by this session", resource)));
+}
+
+/* Shared by redlock_acquire and redlock_xact_acquire. */
+static bool
+acquire(FunctionCallInfo fcinfo, RedlockScope scope)
+{
+	char	   *resource = arg_resource(fcinfo, 0);
+	int			ttl_ms = arg_ttl(fcinfo, 1, false, 0);
+	int			wait_ms = arg_wait(fcinfo, 2);
+	bool		bounded_by_lock_timeout = false;
+	bool		was_lost;
+	RedlockResult result;
+
+	require_servers();
+	redlock_hooks_register();
+
+	/* An unlimited wait still honours lock_timeout, as PostgreSQL's lock waits do. */
+	if (wait_ms < 0 && LockTimeout > 0)
+	{
+		wait_ms = LockTimeout;
+		bounded_by_lock_timeout = true;
+	}
+
+	if (redlock_lock_acquire(resource, scope, ttl_ms, wait_ms, &was_lost,
+							 &result) == REDLOCK_HELD)
+	{
+		if (was_lost)
+			ereport(WARNING,
+					(errmsg("lock on resource \"%s\" had been lost before it was acquired again",
+							resource),
+					 errdetail("Work done under the earlier hold may have overlapped another client's.")));
+		return true;
+	}
+
+	if (result.status == REDLOCK_UNAVAILABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not acquire lock on resource \"%s\": %d of %d Redis masters answered, %d needed",
+						resource, result.answered, result.node_count, result.quorum),
+				 redlock_errdetail_nodes(&result)));
+	if (bounded_by_lock_timeout)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("canceling statement due to lock timeout"),
+				 errdetail("The lock on resource \"%s\" was still held elsewhere after %d ms.",
+						   resource, wait_ms)));
+	return false;
+}
+
+/*---- SQL-callable functions ----*/
+
+/*
+ * redlock_acquire(resource text, ttl_ms integer DEFAULT 30000, wait_ms integer
+ *		DEFAULT 0) RETURNS boolean
+ *
+ * Takes a session-scoped lock on resource for ttl_ms milliseconds (spec §3).  With
+ * wait_ms 0, one attempt; otherwise retries with redlock.retry_delay plus up to
+ * redlock.retry_jitter ms between attempts (spec §4) until acquired or wait_ms ms
+ * have passed; NULL waits until acquired, cancelled, statement_timeout or lock_timeout.
+ * Re-acquiring a lock this session holds adds a hold and sets the new TTL (spec §6).
+ *
+ * Returns true when acquired, false when the lock is held elsewhere.  A session lock
+ * acquired in a transaction that aborts is released by the abort.
+ * Errors: 22004 NULL resource or TTL; 22023 empty or too long resource, TTL <= 0 or
+ * over one day, negative wait, no servers configured; 08006 fewer than a quorum of
+ * masters answered (errdetail names each failure); 55P03 lock_timeout ran out.
+ */
+PG_FUNCTION_INFO_V1(redlock_acquire);
+Datum
+redlock_acquire(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, REDLOCK_SCOPE_SESSION));
+}
+
+/*
+ * redlock_xact_acquire(resource text, ttl_ms integer DEFAULT 30000, wait_ms integer
+ *		DEFAULT 0) RETURNS boolean
+ *
+ * As redlock_acquire, but transaction-scoped: released right after the transaction
+ * commits or aborts.  If its validity has run out (or an extension found it lost)
+ * before commit, the commit fails with 55P03.  Same arguments, result and errors.
+ */
+PG_FUNCTION_INFO_V1(redlock_xact_acquire);
+Datum
+redlock_xact_acquire(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, REDLOCK_SCOPE_XACT));
+}
+
+/*
+ * redlock_release(resource text) RETURNS boolean
+ *
+ * Drops one session-scoped hold on resource; when none is left, deletes the key on
+ * every master that still holds our token (spec §5).
+ *
+ * Returns true when this session held it; false with a WARNING when it did not.
+ * WARNINGs (01000) when the validity had already run out, when a majority no longer
+ * held the lock, or when fewer than a quorum of masters answered.
+ * Errors: 22004 NULL resource; 22023 empty or too long resource.
+ */
+PG_FUNCTION_INFO_V1(redlock_release);
+Datum
+redlock_release(PG_FUNCTION_ARGS)
+{
+	char	   *resource = arg_resource(fcinfo, 0);
+	RedlockReleaseInfo info;
+
+	switch (redlock_lock_release(resource, &info))
+	{
+		case REDLOCK_NOT_HELD:
+			warn_not_held(resource);
+			PG_RETURN_BOOL(false);
+		case REDLOCK_RELEASED:
+			redlock_warn_release(&info);
+			break;
+		default:
+			break;
+	}
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * redlock_extend(resource text, ttl_ms integer DEFAULT NULL) RETURNS boolean
+ *
+ * Sets a new TTL of ttl_ms milliseconds (NULL: the TTL the lock was acquired with) on
+ * every master that still holds our token (spec §6).
+ *
+ * Returns true when a quorum extended it within the new validity time; false when the
+ * lock was lost (it is then forgotten and let go of), or with a WARNING when this
+ * session does not hold it.
+ * Errors: 22004 NULL resource; 22023 bad resource or TTL; 08006 fewer than a quorum
+ * of masters answered (the lock is kept as it was).
+ */
+PG_FUNCTION_INFO_V1(redlock_extend);
+Datum
+redlock_extend(PG_FUNCTION_ARGS)
+{
+	char	   *resource = arg_resource(fcinfo, 0);
+	int			ttl_ms = arg_ttl(fcinfo, 1, true, 0);
+	RedlockResult result;
+
+	switch (redlock_lock_extend(resource, ttl_ms, &result))
+	{
+		case REDLOCK_NOT_HELD:
+			warn_not_held(resource);
+			PG_RETURN_BOOL(false);
+		case REDLOCK_HELD:
+			PG_RETURN_BOOL(true);
+		case REDLOCK_FAILED:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not extend lock on resource \"%s\": %d of %d Redis masters answered, %d needed",
+							resource, result.answered, result.node_count, result.quorum),
+					 redlock_errdetail_nodes(&result)));
+			break;
+		default:
+			break;
+	}
+	PG_RETURN_BOOL(false);
+}
+
+/*
+ * redlock_release_all() RETURNS integer
+ *
+ * Drops every session-scoped hold of this session (transaction-scoped holds stay) and
+ * releases the locks left with no hold (spec §5).  Returns how many were released.
+ * WARNINGs as for redlock_release.
+ */
+PG_FUNCTION_INFO_V1(redlock_release_all);
+Datum
+redlock_release_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(redlock_lock_release_session(redlock_warn_release));
+}
+
+/*
+ * redlock_locks() RETURNS SETOF record
+ *
+ * One row per lock this session holds: resource, key (the Redis key), scope
+ * ('session' when any session hold exists, else 'transaction'), session_holds,
+ * xact_holds, ttl_ms (of the last acquire or extend), acquired_at, valid_until,
+ * validity_ms (remaining validity time, 0 once run out), nodes (masters that accepted
+ * the last acquire or extend).  Raises nothing of its own.
+ */
+PG_FUNCTION_INFO_V1(redlock_locks);
+Datum
+redlock_locks(PG_FUNCTION_ARGS)
+{
+#define REDLOCK_LOCKS_COLS 10
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RedlockLockInfo *locks;
+	int			n;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS)
+		elog(ERROR, "incorrect number of output arguments");
+
+	n = redlock_lock_list(&locks);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[REDLOCK_LOCKS_COLS];
+		bool		nulls[REDLOCK_LOCKS_COLS] = {0};
+		RedlockLockInfo *lock = &locks[i];
+
+		values[0] = CStringGetTextDatum(lock->resource);
+		values[1] = CStringGetTextDatum(lock->key);
+		values[2] = CStringGetTextDatum(lock->session_holds > 0 ? "session" : "transaction");
+		values[3] = Int32GetDatum(lock->session_holds);
+		values[4] = Int32GetDatum(lock->xact_holds);
+		values[5] = Int32GetDatum(lock->ttl_ms);
+		values[6] = TimestampTzGetDatum(lock->acquired_at);
+		values[7] = TimestampTzGetDatum(lock->valid_until);
+		values[8] = Int32GetDatum(lock->validity_ms > 0 ? (int32) lock->validity_ms : 0);
+		values[9] = Int32GetDatum(lock->nodes);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,97 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact.c
+ *	  Transaction, subtransaction and exit hooks.
+ *
+ * They enter at the lock table: a (sub)transaction that aborts takes back the holds
+ * it added (so a lock taken for work that rolled back is released), transaction-scoped
+ * locks end right after commit (never before, so the lock covers the commit), and a
+ * backend that exits releases everything it holds.  Network trouble in these paths is
+ * a WARNING, never an ERROR: the lock table's releases run in cleanup mode, bounded by
+ * the connect and request timeouts and deaf to interrupts.
+ *
+ * The hooks are registered on first use rather than in _PG_init, so that a library
+ * preloaded into the postmaster still registers them in each backend.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "storage/ipc.h"
+
+#include "redlock.h"
+
+static bool hooks_registered = false;
+
+static void
+xact_callback(XactEvent event, void *arg pg_attribute_unused())
+{
+	const char *resource;
+
+	if (!redlock_lock_xact_pending())
+		return;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			/* The work a lost or expired lock guarded must not become visible. */
+			resource = redlock_lock_first_expired_xact();
+			if (resource)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit",
+								resource),
+						 errdetail("Its validity time ran out or an extension failed, so another client may hold it."),
+						 errhint("Use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot PREPARE a transaction that has acquired redlock locks")));
+			break;
+		case XACT_EVENT_COMMIT:
+			redlock_lock_xact_end(true, redlock_warn_release);
+			break;
+		case XACT_EVENT_ABORT:
+			redlock_lock_xact_end(false, redlock_warn_release);
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg pg_attribute_unused())
+{
+	if (!redlock_lock_xact_pending())
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+		redlock_lock_subxact_end(true, mySubid, parentSubid, redlock_warn_release);
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+		redlock_lock_subxact_end(false, mySubid, parentSubid, redlock_warn_release);
+}
+
+/* Backend exit (pg_terminate_backend, client disconnect, FATAL): release everything. */
+static void
+exit_callback(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
+{
+	redlock_lock_release_everything(redlock_warn_release);
+}
+
+/*
+ * redlock_hooks_register
+ *		Registers the transaction, subtransaction and exit hooks, once per backend.
+ *		Called before the first lock operation.  Raises nothing.
+ */
+void
+redlock_hooks_register(void)
+{
+	if (hooks_registered)
+		return;
+	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
+	before_shmem_exit(exit_callback, (Datum) 0);
+	hooks_registered = true;
+}
