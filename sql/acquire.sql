@@ -1,0 +1,87 @@
+-- Acquire, stack, extend and release on the five masters of the test harness.
+-- A second session, reached through dblink, plays the other client.
+CREATE EXTENSION dblink;
+SELECT dblink_connect('other',
+       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
+              split_part(current_setting('unix_socket_directories'), ',', 1)));
+CREATE OR REPLACE FUNCTION other(sql text) RETURNS boolean LANGUAGE sql
+AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
+
+-- One attempt, default TTL: every master accepted.
+SELECT redlock_acquire('regress-a');
+SELECT resource, key, scope, session_holds, xact_holds, ttl_ms, nodes,
+       validity_ms BETWEEN 1 AND 30000 AS valid,
+       valid_until > acquired_at AS valid_until_after_acquired_at
+  FROM redlock_locks();
+
+-- The other client cannot take it, nor release it.
+SELECT other($$SELECT redlock_acquire('regress-a')$$);
+SELECT other($$SELECT redlock_release('regress-a')$$);
+
+-- Re-acquiring stacks a hold and sets the new TTL.
+SELECT redlock_acquire('regress-a', 20000);
+SELECT session_holds, ttl_ms, validity_ms <= 20000 AS refreshed FROM redlock_locks();
+
+-- Extend with a TTL, then with NULL (the TTL held).
+SELECT redlock_extend('regress-a', 40000);
+SELECT ttl_ms, validity_ms > 30000 AS extended FROM redlock_locks();
+SELECT redlock_extend('regress-a');
+SELECT ttl_ms FROM redlock_locks();
+
+-- The first release drops a hold; the second deletes the keys.
+SELECT redlock_release('regress-a');
+SELECT session_holds FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-a')$$);
+SELECT redlock_release('regress-a');
+SELECT count(*) FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-a')$$);
+SELECT other($$SELECT redlock_release('regress-a')$$);
+
+-- Not held: false with a warning.
+SELECT redlock_release('regress-a');
+SELECT redlock_extend('regress-a');
+
+-- A waiting acquire gives up after wait_ms when the holder keeps the lock.
+SELECT other($$SELECT redlock_acquire('regress-wait', 30000)$$);
+SET redlock.retry_delay = 20;
+SET redlock.retry_jitter = 10;
+SELECT redlock_acquire('regress-wait', 30000, 100);
+SELECT other($$SELECT redlock_release('regress-wait')$$);
+SELECT redlock_acquire('regress-wait', 30000, 100);
+SELECT redlock_release('regress-wait');
+RESET redlock.retry_delay;
+RESET redlock.retry_jitter;
+
+-- Key prefix: the key changes, so the unprefixed name is a different lock.
+SET redlock.key_prefix = 'app:';
+SELECT redlock_acquire('regress-p');
+SELECT resource, key FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-p')$$);
+SELECT other($$SELECT redlock_release('regress-p')$$);
+SELECT other($$SET redlock.key_prefix = 'app:'; SELECT redlock_acquire('regress-p')$$);
+SELECT other($$RESET redlock.key_prefix; SELECT true$$);
+RESET redlock.key_prefix;
+-- The lock keeps the key it was acquired under.
+SELECT key FROM redlock_locks();
+
+-- release_all drops session holds and leaves transaction holds.
+SELECT redlock_acquire('regress-q');
+SELECT redlock_acquire('regress-q');
+BEGIN;
+SELECT redlock_xact_acquire('regress-r');
+SELECT redlock_release_all();
+SELECT resource, scope FROM redlock_locks();
+COMMIT;
+SELECT count(*) FROM redlock_locks();
+
+-- Names are binary-safe arguments, not command text.
+SELECT redlock_acquire(E'quote'' "dq" space\nnewline ünïcødé');
+SELECT other(format('SELECT redlock_acquire(%L)', E'quote'' "dq" space\nnewline ünïcødé'));
+SELECT redlock_release(E'quote'' "dq" space\nnewline ünïcødé');
+
+-- The other session's locks go when it disconnects.
+SELECT other($$SELECT redlock_acquire('regress-exit')$$);
+SELECT dblink_disconnect('other');
+-- (The other backend exits asynchronously: wait for it, up to 5 s.)
+SELECT redlock_acquire('regress-exit', 30000, 5000);
+SELECT redlock_release('regress-exit');

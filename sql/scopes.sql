@@ -1,0 +1,133 @@
+-- Transaction scope, and what commit, rollback and savepoints do to holds.
+SELECT dblink_connect('other',
+       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
+              split_part(current_setting('unix_socket_directories'), ',', 1)));
+CREATE OR REPLACE FUNCTION other(sql text) RETURNS boolean LANGUAGE sql
+AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
+
+-- A transaction-scoped lock covers the commit and ends right after it.
+BEGIN;
+SELECT redlock_xact_acquire('regress-x');
+SELECT scope, session_holds, xact_holds FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-x')$$);
+-- It cannot be released by redlock_release.
+SELECT redlock_release('regress-x');
+COMMIT;
+SELECT count(*) FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-x')$$);
+SELECT other($$SELECT redlock_release('regress-x')$$);
+
+-- ... and after a rollback too.
+BEGIN;
+SELECT redlock_xact_acquire('regress-x');
+ROLLBACK;
+SELECT count(*) FROM redlock_locks();
+
+-- A session lock taken in a transaction that aborts is released by the abort.
+BEGIN;
+SELECT redlock_acquire('regress-y');
+ROLLBACK;
+SELECT count(*) FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-y')$$);
+SELECT other($$SELECT redlock_release('regress-y')$$);
+
+-- ... and one taken in a committed transaction stays.
+BEGIN;
+SELECT redlock_acquire('regress-y');
+COMMIT;
+SELECT resource, session_holds FROM redlock_locks();
+-- A later rollback takes back only its own holds.
+BEGIN;
+SELECT redlock_acquire('regress-y');
+SELECT session_holds FROM redlock_locks();
+ROLLBACK;
+SELECT session_holds FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-y')$$);
+SELECT redlock_release('regress-y');
+
+-- Rolling back to a savepoint takes back the holds added after it.
+BEGIN;
+SELECT redlock_acquire('regress-z');
+SAVEPOINT s1;
+SELECT redlock_acquire('regress-z');
+SELECT redlock_acquire('regress-w');
+ROLLBACK TO SAVEPOINT s1;
+SELECT resource, session_holds FROM redlock_locks() ORDER BY resource;
+COMMIT;
+SELECT other($$SELECT redlock_acquire('regress-w')$$);
+SELECT other($$SELECT redlock_release('regress-w')$$);
+SELECT redlock_release('regress-z');
+
+-- A released savepoint hands its holds to the parent, which then aborts.
+BEGIN;
+SAVEPOINT s1;
+SELECT redlock_acquire('regress-v');
+RELEASE SAVEPOINT s1;
+ROLLBACK;
+SELECT count(*) FROM redlock_locks();
+
+-- An exception block is a subtransaction: the error takes the lock back.
+DO $$
+BEGIN
+  PERFORM redlock_acquire('regress-e');
+  RAISE EXCEPTION 'work failed';
+EXCEPTION WHEN others THEN
+  RAISE NOTICE 'caught: %', SQLERRM;
+END
+$$;
+SELECT count(*) FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-e')$$);
+SELECT other($$SELECT redlock_release('regress-e')$$);
+
+-- A release inside a transaction is not undone by its rollback.
+SELECT redlock_acquire('regress-u');
+BEGIN;
+SELECT redlock_release('regress-u');
+ROLLBACK;
+SELECT count(*) FROM redlock_locks();
+
+-- Session and transaction holds on one resource.
+BEGIN;
+SELECT redlock_acquire('regress-t');
+SELECT redlock_xact_acquire('regress-t');
+SELECT scope, session_holds, xact_holds FROM redlock_locks();
+COMMIT;
+SELECT scope, session_holds, xact_holds FROM redlock_locks();
+SELECT redlock_release('regress-t');
+
+-- A transaction-scoped lock whose validity ran out makes the commit fail.
+BEGIN;
+SELECT redlock_xact_acquire('regress-short', 50);
+SELECT pg_sleep(0.2);
+COMMIT;
+SELECT count(*) FROM redlock_locks();
+
+-- A session lock whose validity ran out: release warns, extend says lost.
+SELECT redlock_acquire('regress-short', 50);
+SELECT pg_sleep(0.2);
+SELECT redlock_release('regress-short');
+SELECT redlock_acquire('regress-short', 50);
+SELECT pg_sleep(0.2);
+SELECT redlock_extend('regress-short');
+SELECT count(*) FROM redlock_locks();
+-- Re-acquiring one that was lost warns and takes it afresh.
+SELECT redlock_acquire('regress-short', 50);
+SELECT pg_sleep(0.2);
+SELECT redlock_acquire('regress-short', 30000);
+SELECT session_holds, ttl_ms FROM redlock_locks();
+SELECT redlock_release('regress-short');
+
+-- An extension that finds the lock lost makes the transaction's commit fail.
+BEGIN;
+SELECT redlock_xact_acquire('regress-short', 50);
+SELECT pg_sleep(0.2);
+SELECT redlock_extend('regress-short', 30000);
+COMMIT;
+
+-- Locks do not survive into a prepared transaction.
+BEGIN;
+SELECT redlock_acquire('regress-prep');
+PREPARE TRANSACTION 'regress-prep';
+SELECT count(*) FROM redlock_locks();
+
+SELECT dblink_disconnect('other');
