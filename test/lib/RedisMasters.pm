@@ -243,6 +243,28 @@ lc_messages = 'C'
 	return $node;
 }
 
+# Passes when NODE's server log shows no backend that died of a signal other than
+# SIGKILL (which tests send on purpose).
+sub no_crash
+{
+	my ($node) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+
+	# Let the backends of closed sessions finish exiting (releasing their locks) first.
+	wait_until(
+		20,
+		sub {
+			my $n = $node->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+				  . " AND pid <> pg_backend_pid()");
+			return $n eq '0';
+		});
+	my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile);
+	my @crashes = $log =~ /^(.*terminated by signal (?!9:).*\n(?:.*DETAIL:.*\n)?)/mg;
+	is(join('', @crashes), '', 'no backend crashed (server log)');
+	return;
+}
+
 # Runs QUERY in background psql SESSION; returns (stdout, stderr, seconds) where stderr
 # holds what this query printed only (BackgroundPsql keeps stderr across queries).
 sub sql

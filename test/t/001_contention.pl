@@ -58,14 +58,17 @@ is($out, 'f', 'and now the first session loses');
 is($out, 't', 'second session releases');
 
 # --- the holder's backend is terminated: released at exit, at once ---
+# (A fresh session that never released anything, so the exit path runs first.)
 
-($out) = sql($s1, "SELECT redlock_acquire('terminated', 60000)");
+eval { $s1->quit };
+my $t1 = $node->background_psql('postgres', on_error_stop => 0);
+($out) = sql($t1, "SELECT redlock_acquire('terminated', 60000)");
 is($out, 't', 'holder acquires a lock with a 60 s TTL');
-my ($s1_pid) = sql($s1, "SELECT pg_backend_pid()");
+my ($t1_pid) = sql($t1, "SELECT pg_backend_pid()");
 ($out) = sql($s2, "SELECT redlock_acquire('terminated', 60000)");
 is($out, 'f', 'contended before the holder is terminated');
 
-($out) = sql($s2, "SELECT pg_terminate_backend($s1_pid, 10000)");
+($out) = sql($s2, "SELECT pg_terminate_backend($t1_pid, 10000)");
 is($out, 't', 'holder backend terminated (and gone, waited for)');
 is(holders('terminated'), 0,
 	'the key is gone from every master as soon as the backend exited (TTL was 60 s)');
@@ -73,7 +76,26 @@ is(holders('terminated'), 0,
 is($out, 't', 'the other session wins right after the holder was terminated');
 ($out) = sql($s2, "SELECT redlock_release_all()");
 is($out, '1', 'release_all releases that one lock');
-eval { $s1->quit };
+eval { $t1->quit };
+
+# --- the holder's client disconnects: released at exit ---
+
+my $t2 = $node->background_psql('postgres', on_error_stop => 0);
+($out) = sql($t2, "SELECT redlock_acquire('disconnected', 60000)");
+is($out, 't', 'holder acquires a lock with a 60 s TTL, then disconnects');
+my ($t2_pid) = sql($t2, "SELECT pg_backend_pid()");
+$t2->quit;
+ok( wait_until(
+		10,
+		sub {
+			$node->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE pid = $t2_pid") eq '0';
+		}),
+	'the holder backend exited');
+is(holders('disconnected'), 0, 'the key is gone from every master after the disconnect');
+($out) = sql($s2, "SELECT redlock_acquire('disconnected', 60000)");
+is($out, 't', 'the other session wins right after the disconnect');
+sql($s2, "SELECT redlock_release_all()");
 
 # --- the holder's backend is SIGKILLed: the keys stay until the TTL expires ---
 
@@ -119,4 +141,5 @@ is(holders('crashed'), 5, 'the new holder has the key on all masters');
 is($out, 't', 'new holder releases');
 
 $s4->quit;
+RedisMasters::no_crash($node);
 done_testing();

@@ -148,4 +148,5 @@ sql($s, "RESET redlock.key_prefix");
 is(join(',', $redis->redis_all('DBSIZE')), '0,0,0,0,0', 'no keys left on any master');
 
 $s->quit;
+RedisMasters::no_crash($node);
 done_testing();

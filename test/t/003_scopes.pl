@@ -45,9 +45,11 @@ sql($s, "BEGIN");
 sql($s, "SELECT redlock_acquire('errored', 60000)");
 ($out, $err) = sql($s, "SELECT 1/0");
 like($err, qr/division by zero/, 'the transaction fails');
-is(holders('errored'), 5, 'keys still there while the transaction is in failed state');
+is(holders('errored'), 0, 'keys gone once the error aborted the transaction');
 sql($s, "ROLLBACK");
-is(holders('errored'), 0, 'keys gone after the failed transaction is rolled back');
+is(holders('errored'), 0, 'and still gone after ROLLBACK');
+($out) = sql($s, "SELECT count(*) FROM redlock_locks()");
+is($out, '0', 'the lock is no longer listed');
 
 # --- session lock in a rolled-back savepoint ---
 
@@ -96,7 +98,7 @@ sql($s, "BEGIN");
 is($out, 't', 'xact lock acquired');
 is(holders('xact-commit'), 5, 'its keys exist during the transaction');
 ($out) = sql($s, "SELECT scope, xact_holds, session_holds FROM redlock_locks()");
-is($out, 'xact|1|0', 'listed as an xact lock');
+is($out, 'transaction|1|0', 'listed as a transaction-scoped lock');
 ($out) = sql($other, "SELECT redlock_acquire('xact-commit', 60000)");
 is($out, 'f', 'another session cannot take it during the transaction');
 ($out, $err) = sql($s, "COMMIT");
@@ -130,4 +132,5 @@ is(join(',', $redis->redis_all('DBSIZE')), '0,0,0,0,0', 'no keys left on any mas
 
 $s->quit;
 $other->quit;
+RedisMasters::no_crash($node);
 done_testing();

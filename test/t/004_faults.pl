@@ -125,4 +125,5 @@ ok(!(grep { !/^(frozen-one|frozen-new|frozen-three)$/ } @left),
 	'no unexpected keys left on the masters') or diag "left: @left";
 
 $s->quit;
+RedisMasters::no_crash($node);
 done_testing();

@@ -108,4 +108,5 @@ is(join(',', $redis->redis_all('EXISTS', 'w')), '0,0,0,0,0', 'w is gone');
 
 $holder->quit;
 $waiter->quit;
+RedisMasters::no_crash($node);
 done_testing();
