@@ -85,3 +85,13 @@ SELECT dblink_disconnect('other');
 -- (The other backend exits asynchronously: wait for it, up to 5 s.)
 SELECT redlock_acquire('regress-exit', 30000, 5000);
 SELECT redlock_release('regress-exit');
+
+-- A session whose only call was an acquire releases at exit too (its release script
+-- was never hashed; exit has no resource owner to hash it with).
+SELECT dblink_connect('fresh',
+       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
+              split_part(current_setting('unix_socket_directories'), ',', 1)));
+SELECT r FROM dblink('fresh', $$SELECT redlock_acquire('regress-exit2')$$) AS t(r boolean);
+SELECT dblink_disconnect('fresh');
+SELECT redlock_acquire('regress-exit2', 30000, 5000);
+SELECT redlock_release('regress-exit2');

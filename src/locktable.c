@@ -63,6 +63,7 @@ typedef struct DetachedLock
 	char	   *resource;
 	char	   *key;
 	char		token[REDLOCK_TOKEN_LEN + 1];
+	bool		acquired;
 	bool		expired;
 } DetachedLock;
 
@@ -182,6 +183,7 @@ lock_detach(HeldLock *lock)
 	detached.resource = pstrdup(lock->resource);
 	detached.key = pstrdup(lock->key);
 	memcpy(detached.token, lock->token, sizeof(detached.token));
+	detached.acquired = lock->acquired;
 	detached.expired = lock_expired(lock);
 	lock_forget(lock);
 	return detached;
@@ -192,6 +194,7 @@ static void
 release_detached(const DetachedLock *detached, bool cleanup, RedlockReleaseInfo *info)
 {
 	info->resource = detached->resource;
+	info->acquired = detached->acquired;
 	info->expired = detached->expired;
 	redlock_quorum_release(detached->key, detached->token, cleanup, &info->result);
 }

@@ -199,6 +199,7 @@ node_append_command(RedlockNode *node, const RedlockCommand *command, bool eval)
 
 	if (command->script)
 	{
+		eval = eval || command->script->sha1[0] == '\0';
 		argv[argc] = eval ? "EVAL" : "EVALSHA";
 		argvlen[argc] = strlen(argv[argc]);
 		argc++;

@@ -18,6 +18,7 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "storage/latch.h"
+#include "utils/resowner.h"
 #include "utils/wait_event.h"
 
 #include "redlock.h"
@@ -111,7 +112,11 @@ run_script(RedlockScript *script, const char *key, const char *token, const char
 {
 	RedlockCommand command = {0};
 
-	if (!scripts_ready)
+	/*
+	 * Hashing needs a resource owner, which backend exit no longer has; without the
+	 * SHA-1 the node layer sends the whole script with EVAL.
+	 */
+	if (!scripts_ready && CurrentResourceOwner != NULL)
 	{
 		redlock_script_init(&release_script);
 		redlock_script_init(&extend_script);

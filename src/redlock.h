@@ -84,7 +84,7 @@ typedef struct RedlockNodeOutcome
 typedef struct RedlockScript
 {
 	const char *body;
-	char		sha1[41];		/* hex SHA-1 of body; set by redlock_script_init() */
+	char		sha1[41];		/* hex SHA-1 of body, or "" (then EVAL is used) */
 } RedlockScript;
 
 #define REDLOCK_MAX_ARGS 8
@@ -152,6 +152,7 @@ typedef enum RedlockScope
 typedef struct RedlockReleaseInfo
 {
 	const char *resource;
+	bool		acquired;		/* false: an attempt cut short, never acquired */
 	bool		expired;		/* validity had run out before the release */
 	RedlockResult result;		/* the release on the nodes */
 } RedlockReleaseInfo;

@@ -36,7 +36,8 @@ redlock_warn_release(const RedlockReleaseInfo *info)
 {
 	const RedlockResult *result = &info->result;
 
-	if (in_error_recursion_trouble())
+	/* An attempt cut short (query cancel) was only being undone: nothing to say. */
+	if (!info->acquired || in_error_recursion_trouble())
 		return;
 
 	if (info->expired)
