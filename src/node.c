@@ -523,8 +523,21 @@ wait_for_nodes(const RedlockCommand *command, NodeCall *calls, int n, bool clean
 					stale = true;
 					break;
 				}
-				if (call == NULL || !call->active)
+				if (call == NULL)
 					continue;
+				if (!call->active)
+				{
+					/*
+					 * A node that answered owes nothing: what arrives is a close or
+					 * garbage.  Drop the connection rather than spin on the event.
+					 */
+					if (nodes[call->index].ctx)
+					{
+						node_close(&nodes[call->index]);
+						stale = true;
+					}
+					continue;
+				}
 
 				node = &nodes[call->index];
 				outcome = &outcomes[call->index];
