@@ -1,4 +1,5 @@
 # test/lib/deps.sh: install what building and testing redlock needs (sourced, bash).
+# shellcheck shell=bash
 #
 # rl_install_deps installs the Debian 12 packages with apt-get, and does nothing when they
 # are all installed already, so that reruns stay quick.  Must run as root.

@@ -1,4 +1,5 @@
 # test/lib/servers.sh: Redis masters and a scratch PostgreSQL 15 cluster (sourced, bash).
+# shellcheck shell=bash
 #
 # Used by test/run and test/demo, as root.  Everything lives in one temp dir, RL_TMP:
 #
