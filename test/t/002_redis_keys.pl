@@ -114,6 +114,8 @@ $redis->redis_cli($_, 'DEL', 'extended') for 0 .. 4;
 ($out, $err) = sql($s, "SELECT redlock_extend('extended', 60000)");
 is($out, 'f', 'extend returns false once the keys are gone (lock lost)');
 is(holders('extended'), 0, 'and does not create the keys again');
+($out) = sql($s, "SELECT count(*) FROM redlock_locks() WHERE resource = 'extended'");
+is($out, '0', 'a lost lock is forgotten by the session');
 
 # Someone else's token under our key: extend must not touch it.
 sql($s, "SELECT redlock_release_all()");
