@@ -1,6 +1,7 @@
 # test/lib/RedisMasters.pm: Redis masters and redlock-ready nodes for the TAP tests.
 #
 #   my $redis = RedisMasters->new(5);            # 5 masters on free ports, under tmp_check
+#   RedisMasters->new(5, redis_args => ['--appendonly', 'yes', '--appendfsync', 'always']);
 #   my $node  = RedisMasters::redlock_node('main', $redis);   # started, extension created
 #   $redis->redis_cli(0, 'PTTL', 'k');           # output of redis-cli, chomped
 #   $redis->kill9(1); $redis->stop(2); $redis->cont(2); $redis->restart(1);
@@ -29,14 +30,17 @@ our @EXPORT = qw(sql timed_psql wait_until);
 my @all_masters;
 
 # Starts N masters (default 5) on free ports and waits until each answers PING.
+# Option redis_args: more redis-server arguments (they override the defaults, e.g. to
+# turn on AOF persistence); used at every (re)start.
 sub new
 {
-	my ($class, $n) = @_;
+	my ($class, $n, %opts) = @_;
 	$n //= 5;
 	my $self = bless {
 		dir => PostgreSQL::Test::Utils::tempdir('redis'),
 		ports => [],
 		pids => [],
+		redis_args => $opts{redis_args} // [],
 	}, $class;
 	for my $i (0 .. $n - 1)
 	{
@@ -79,7 +83,7 @@ sub _start
 	unlink "$dir/redis.pid";
 	system('redis-server', '--port', $port, '--bind', '127.0.0.1', '--save', '',
 		'--appendonly', 'no', '--daemonize', 'yes', '--pidfile', "$dir/redis.pid",
-		'--logfile', "$dir/redis.log", '--dir', $dir) == 0
+		'--logfile', "$dir/redis.log", '--dir', $dir, @{ $self->{redis_args} }) == 0
 	  or die "redis-server on port $port did not start";
 	for (1 .. 100)
 	{
