@@ -38,3 +38,18 @@ rl_install_deps()
 	apt-get update -q
 	apt-get install -y -q --no-install-recommends "${RL_DEB_PACKAGES[@]}"
 }
+
+# node and npm, for test/t/020_interop.pl (node-redlock, installed by the test with npm ci).
+# Installs Debian's nodejs and npm only when node or npm is missing.
+rl_install_node()
+{
+	if command -v node >/dev/null && command -v npm >/dev/null; then
+		echo "deps: node $(node --version) and npm $(npm --version 2>/dev/null) present"
+		return 0
+	fi
+	[[ $(id -u) -eq 0 ]] || { echo "deps: node/npm missing and not root" >&2; return 1; }
+	echo "deps: installing nodejs npm"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends nodejs npm
+}
