@@ -9,7 +9,7 @@ PGFILEDESC = "redlock - Redlock distributed locks on independent Redis masters"
 
 # pg_regress suites: sql/NAME.sql against expected/NAME.out.  They need the Redis masters
 # that test/run starts and names in the server's redlock.servers.
-REGRESS = acquire scopes bad_input privileges
+REGRESS = acquire scopes bad_input privileges observability
 REGRESS_OPTS = --load-extension=redlock
 
 EXTRA_CLEAN = results regression.diffs regression.out tmp_check

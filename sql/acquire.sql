@@ -9,7 +9,7 @@ AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
 
 -- One attempt, default TTL: every master accepted.
 SELECT redlock_acquire('regress-a');
-SELECT resource, key, scope, session_holds, xact_holds, ttl_ms, nodes,
+SELECT resource, key, scope, session_holds, xact_holds, ttl_ms, nodes >= 3 AS quorum,
        validity_ms BETWEEN 1 AND 30000 AS valid,
        valid_until > acquired_at AS valid_until_after_acquired_at
   FROM redlock_locks();

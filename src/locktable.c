@@ -196,6 +196,8 @@ release_detached(const DetachedLock *detached, bool cleanup, RedlockReleaseInfo 
 	info->resource = detached->resource;
 	info->acquired = detached->acquired;
 	info->expired = detached->expired;
+	if (detached->acquired && detached->expired)
+		redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
 	redlock_quorum_release(detached->key, detached->token, cleanup, &info->result);
 }
 

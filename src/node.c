@@ -2,19 +2,24 @@
  *
  * node.c
  *	  Connections to the Redis masters: one non-blocking hiredis context per master
- *	  per backend, and "send this command to all masters at once and wait for their
- *	  replies" (spec §3 step 2: multiplexing, with a timeout small next to the TTL).
+ *	  per backend, and "send this command to all masters at once and wait until the
+ *	  outcome is decided" (spec §3 step 2: multiplexing, a timeout small next to the TTL).
  *
- * This layer knows Redis, not locks.  Connections open lazily on first use and are
- * reused; a connection whose state is uncertain (an I/O or protocol error, a timeout,
- * or a wait interrupted by an error while replies were still owed) is closed and
- * re-opened on the next call.  AUTH and SELECT are pipelined ahead of the first
- * command on a new connection, so connecting costs no extra round trip beyond TCP's.
+ * This layer knows Redis, not locks.  Connections open lazily and are reused.  AUTH
+ * and SELECT are pipelined ahead of the first command on a new connection.
  *
- * The wait is one WaitEventSet over every socket plus the process latch: query cancel
- * and statement_timeout interrupt it, pg_stat_activity shows wait event type
- * "Extension", and each master costs at most its deadline (connect_timeout for a new
- * connection, then timeout for the request).
+ * A call stops waiting as soon as its outcome is decided (RedlockCommand.need), so a
+ * slow or hung master does not slow down an acquire that a majority already granted.
+ * The replies it did not wait for stay owed on their connections; Redis answers in
+ * order, so the next call reads them first, counts them and drops them.  A connection
+ * that owes replies and has made no progress for longer than redlock.timeout is taken
+ * for hung and closed.  So is one that failed (I/O, protocol, timeout): it is re-opened
+ * on the next call.
+ *
+ * The wait is one WaitEventSet over every socket, the latch and postmaster death, kept
+ * for the backend's life and rebuilt only when a connection opens or closes.  Query
+ * cancel and statement_timeout interrupt it (an interrupted call just leaves replies
+ * owed), and pg_stat_activity shows wait event type "Extension" meanwhile.
  *
  * hiredis allocates with malloc; nothing here hands it palloc'd memory, and replies
  * are freed before anything that may raise.
@@ -29,6 +34,7 @@
 #include "common/cryptohash.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
@@ -44,22 +50,24 @@
 typedef struct RedlockNode
 {
 	RedlockNodeAddr addr;
-	char		name[REDLOCK_MAX_ADDR_LEN + 10];	/* "host:port" for messages */
+	char		name[REDLOCK_NODE_NAME_LEN];
 	redisContext *ctx;
 	bool		connecting;		/* non-blocking connect not yet confirmed */
-	int			owed_replies;	/* replies the server still owes on ctx */
+	bool		writing;		/* output not all sent yet */
+	int			owed_replies;	/* replies the server still owes on ctx, ... */
+	int			handshake_owed; /* ... of which the first are for AUTH/SELECT */
+	double		progress_ms;	/* last reply, or when it began to owe one */
+	int			event_pos;		/* position in wait_set */
+	uint32		event_mask;		/* socket events registered there */
 } RedlockNode;
 
 /* What one redlock_nodes_run() call is doing with one node. */
 typedef struct NodeCall
 {
-	int			index;
-	bool		active;			/* still waiting on this node */
-	bool		writing;		/* output not all sent yet */
+	bool		active;			/* still waiting for this call's reply */
 	bool		eval_sent;		/* NOSCRIPT answered with EVAL already */
-	int			handshake_replies;	/* AUTH/SELECT replies to read before ours */
+	int			stale_replies;	/* replies to earlier calls, to read first */
 	double		deadline_ms;
-	int			event_pos;		/* position in the wait event set, or -1 */
 } NodeCall;
 
 static RedlockNode *nodes = NULL;
@@ -67,17 +75,27 @@ static int	node_count = 0;
 static uint64 nodes_generation = 0;
 static bool nodes_built = false;
 
+/* The backend's wait set; rebuilt when wait_set_stale (a socket opened or closed). */
+static WaitEventSet *wait_set = NULL;
+static bool wait_set_stale = true;
+
 /* Closes node's connection, if any. */
 static void
-node_close(RedlockNode *node)
+node_close(int i)
 {
+	RedlockNode *node = &nodes[i];
+
 	if (node->ctx == NULL)
 		return;
 	redisFree(node->ctx);
 	ReleaseExternalFD();
 	node->ctx = NULL;
 	node->connecting = false;
+	node->writing = false;
 	node->owed_replies = 0;
+	node->handshake_owed = 0;
+	wait_set_stale = true;
+	redlock_stats_node(i)->connected = false;
 }
 
 /*
@@ -88,7 +106,7 @@ void
 redlock_nodes_disconnect(void)
 {
 	for (int i = 0; i < node_count; i++)
-		node_close(&nodes[i]);
+		node_close(i);
 }
 
 /* Rebuilds the node array from redlock.servers when the configuration changed. */
@@ -100,7 +118,18 @@ nodes_refresh(void)
 	if (nodes_built && nodes_generation == redlock_connection_generation)
 		return;
 
-	redlock_nodes_disconnect();
+	/* Close with the old array, whose figures still describe the old nodes. */
+	for (int i = 0; i < node_count; i++)
+	{
+		RedlockNode *node = &nodes[i];
+
+		if (node->ctx)
+		{
+			redisFree(node->ctx);
+			ReleaseExternalFD();
+		}
+	}
+	wait_set_stale = true;
 	if (nodes)
 		pfree(nodes);
 	nodes = NULL;
@@ -110,14 +139,7 @@ nodes_refresh(void)
 	for (int i = 0; i < node_count; i++)
 	{
 		nodes[i].addr = list->nodes[i];
-		if (list->nodes[i].port == 0)
-			snprintf(nodes[i].name, sizeof(nodes[i].name), "%s", list->nodes[i].host);
-		else if (strchr(list->nodes[i].host, ':'))
-			snprintf(nodes[i].name, sizeof(nodes[i].name), "[%s]:%d",
-					 list->nodes[i].host, list->nodes[i].port);
-		else
-			snprintf(nodes[i].name, sizeof(nodes[i].name), "%s:%d",
-					 list->nodes[i].host, list->nodes[i].port);
+		redlock_node_addr_name(&list->nodes[i], nodes[i].name, sizeof(nodes[i].name));
 	}
 	nodes_generation = redlock_connection_generation;
 	nodes_built = true;
@@ -150,8 +172,9 @@ redlock_node_name(int node)
 
 /*
  * redlock_script_init
- *		Computes script->sha1 from script->body, for EVALSHA.  Raises ERROR
- *		(XX000) if the SHA-1 cannot be computed, which does not happen in practice.
+ *		Computes script->sha1 from script->body, for EVALSHA.  Needs a resource owner.
+ *		Raises ERROR (XX000) if the SHA-1 cannot be computed, which does not happen in
+ *		practice.
  */
 void
 redlock_script_init(RedlockScript *script)
@@ -169,14 +192,18 @@ redlock_script_init(RedlockScript *script)
 		snprintf(script->sha1 + i * 2, 3, "%02x", digest[i]);
 }
 
-/* Records a failure of node in outcome and closes its connection. */
+/* Records a failure of node i in this call and closes its connection. */
 static void
-node_fail(RedlockNode *node, NodeCall *call, RedlockNodeOutcome *outcome, const char *why)
+node_fail(int i, NodeCall *call, RedlockNodeOutcome *outcome, const char *why)
 {
-	outcome->kind = REDLOCK_REPLY_NONE;
-	strlcpy(outcome->error, why, sizeof(outcome->error));
-	call->active = false;
-	node_close(node);
+	if (call->active)
+	{
+		outcome->kind = REDLOCK_REPLY_NONE;
+		strlcpy(outcome->error, why, sizeof(outcome->error));
+		call->active = false;
+	}
+	redlock_stats_node_error(i, why);
+	node_close(i);
 }
 
 /* Appends one command to node's output buffer; false when hiredis fails. */
@@ -185,11 +212,13 @@ node_append(RedlockNode *node, int argc, const char **argv, const size_t *argvle
 {
 	if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK)
 		return false;
-	node->owed_replies++;
+	if (node->owed_replies++ == 0)
+		node->progress_ms = redlock_clock_ms();
+	node->writing = true;
 	return true;
 }
 
-/* Appends command as EVALSHA (or EVAL, when eval is true) or as itself. */
+/* Appends command as EVALSHA (or EVAL: asked for, or no SHA-1 known) or as itself. */
 static bool
 node_append_command(RedlockNode *node, const RedlockCommand *command, bool eval)
 {
@@ -215,16 +244,20 @@ node_append_command(RedlockNode *node, const RedlockCommand *command, bool eval)
 		argv[argc] = command->argv[i];
 		argvlen[argc] = command->argvlen[i];
 	}
-	return node_append(node, argc, argv, argvlen);
+	if (!node_append(node, argc, argv, argvlen))
+		return false;
+	redlock_stats_node(node - nodes)->requests++;
+	return true;
 }
 
 /*
- * Opens node's connection without blocking and queues AUTH and SELECT as configured.
- * Returns false with why filled when that fails at once.
+ * Opens node i's connection without blocking and queues AUTH and SELECT as
+ * configured.  Returns false with why filled when that fails at once.
  */
 static bool
-node_open(RedlockNode *node, NodeCall *call, char *why, size_t whylen)
+node_open(int i, char *why, size_t whylen)
 {
+	RedlockNode *node = &nodes[i];
 	char		dbnum[16];
 	const char *argv[3];
 	size_t		argvlen[3];
@@ -249,8 +282,10 @@ node_open(RedlockNode *node, NodeCall *call, char *why, size_t whylen)
 		return false;
 	}
 	node->connecting = true;
+	node->writing = false;
 	node->owed_replies = 0;
-	call->handshake_replies = 0;
+	node->handshake_owed = 0;
+	wait_set_stale = true;
 
 	if (redlock_password && redlock_password[0] != '\0')
 	{
@@ -269,7 +304,7 @@ node_open(RedlockNode *node, NodeCall *call, char *why, size_t whylen)
 		argc++;
 		if (!node_append(node, argc, argv, argvlen))
 			goto oom;
-		call->handshake_replies++;
+		node->handshake_owed++;
 	}
 	if (redlock_database != 0)
 	{
@@ -280,28 +315,29 @@ node_open(RedlockNode *node, NodeCall *call, char *why, size_t whylen)
 		argvlen[1] = strlen(dbnum);
 		if (!node_append(node, 2, argv, argvlen))
 			goto oom;
-		call->handshake_replies++;
+		node->handshake_owed++;
 	}
 	return true;
 
 oom:
-	node_close(node);
+	node_close(i);
 	snprintf(why, whylen, "out of memory");
 	return false;
 }
 
-/* Sends what node has buffered; fails the node on an I/O error. */
+/* Sends what node i has buffered; fails the node on an I/O error. */
 static void
-node_write(RedlockNode *node, NodeCall *call, RedlockNodeOutcome *outcome)
+node_write(int i, NodeCall *call, RedlockNodeOutcome *outcome)
 {
+	RedlockNode *node = &nodes[i];
 	int			done = 0;
 
 	if (redisBufferWrite(node->ctx, &done) != REDIS_OK)
 	{
-		node_fail(node, call, outcome, node->ctx->errstr);
+		node_fail(i, call, outcome, node->ctx->errstr);
 		return;
 	}
-	call->writing = !done;
+	node->writing = !done;
 }
 
 /* Turns one reply to our command into outcome. */
@@ -332,17 +368,23 @@ record_reply(const redisReply *reply, RedlockNodeOutcome *outcome)
 	}
 }
 
-/* Reads what node sent and consumes every complete reply. */
+/*
+ * Reads what node i sent and consumes every complete reply: handshake replies, then
+ * replies owed to earlier calls, then this call's.
+ */
 static void
-node_read(RedlockNode *node, NodeCall *call, const RedlockCommand *command,
+node_read(int i, NodeCall *call, const RedlockCommand *command, double start_ms,
 		  RedlockNodeOutcome *outcome)
 {
+	RedlockNode *node = &nodes[i];
+	RedlockNodeFigures *figures = redlock_stats_node(i);
+
 	if (redisBufferRead(node->ctx) != REDIS_OK)
 	{
-		node_fail(node, call, outcome, node->ctx->errstr);
+		node_fail(i, call, outcome, node->ctx->errstr);
 		return;
 	}
-	while (call->active)
+	while (node->ctx)
 	{
 		void	   *data = NULL;
 		redisReply *reply;
@@ -350,27 +392,53 @@ node_read(RedlockNode *node, NodeCall *call, const RedlockCommand *command,
 
 		if (redisGetReply(node->ctx, &data) != REDIS_OK)
 		{
-			node_fail(node, call, outcome, node->ctx->errstr);
+			node_fail(i, call, outcome, node->ctx->errstr);
 			return;
 		}
 		if (data == NULL)
 			return;				/* need more bytes */
 		reply = data;
-		node->owed_replies--;
 
-		if (call->handshake_replies > 0)
+		if (node->owed_replies == 0)
+		{
+			/* Nothing was owed: the stream is out of step. */
+			freeReplyObject(reply);
+			node_fail(i, call, outcome, "unexpected reply");
+			return;
+		}
+		node->owed_replies--;
+		node->progress_ms = redlock_clock_ms();
+
+		if (node->handshake_owed > 0)
 		{
 			/* AUTH or SELECT: only an error matters, and it ends this connection. */
-			call->handshake_replies--;
+			node->handshake_owed--;
 			if (reply->type == REDIS_REPLY_ERROR)
 			{
 				snprintf(why, sizeof(why), "%.*s", (int) reply->len, reply->str);
 				freeReplyObject(reply);
-				node_fail(node, call, outcome, why);
+				node_fail(i, call, outcome, why);
 				return;
 			}
 			freeReplyObject(reply);
 			continue;
+		}
+		figures->replies++;
+
+		if (call->stale_replies > 0)
+		{
+			/* A reply an earlier call decided without: counted, then dropped. */
+			call->stale_replies--;
+			figures->late_replies++;
+			freeReplyObject(reply);
+			continue;
+		}
+
+		if (!call->active)
+		{
+			freeReplyObject(reply);
+			node_fail(i, call, outcome, "unexpected reply");
+			return;
 		}
 
 		if (command->script && !call->eval_sent && reply->type == REDIS_REPLY_ERROR &&
@@ -381,23 +449,26 @@ node_read(RedlockNode *node, NodeCall *call, const RedlockCommand *command,
 			call->eval_sent = true;
 			if (!node_append_command(node, command, true))
 			{
-				node_fail(node, call, outcome, "out of memory");
+				node_fail(i, call, outcome, "out of memory");
 				return;
 			}
-			node_write(node, call, outcome);
+			node_write(i, call, outcome);
 			continue;
 		}
 
 		record_reply(reply, outcome);
 		freeReplyObject(reply);
 		call->active = false;
+		outcome->elapsed_ms = node->progress_ms - start_ms;
+		figures->last_rtt_ms = outcome->elapsed_ms;
 	}
 }
 
-/* Completes a non-blocking connect once the socket is writable. */
+/* Completes node i's non-blocking connect once its socket is writable. */
 static void
-node_finish_connect(RedlockNode *node, NodeCall *call, RedlockNodeOutcome *outcome)
+node_finish_connect(int i, NodeCall *call, RedlockNodeOutcome *outcome)
 {
+	RedlockNode *node = &nodes[i];
 	int			err = 0;
 	socklen_t	len = sizeof(err);
 
@@ -408,192 +479,207 @@ node_finish_connect(RedlockNode *node, NodeCall *call, RedlockNodeOutcome *outco
 		char		why[REDLOCK_NODE_ERROR_LEN];
 
 		snprintf(why, sizeof(why), "could not connect: %s", strerror(err));
-		node_fail(node, call, outcome, why);
+		node_fail(i, call, outcome, why);
 		return;
 	}
 	node->connecting = false;
-	call->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
+	redlock_stats_node(i)->connected = true;
+	if (call->active)
+		call->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
 }
 
 /* The socket events node waits for now. */
 static uint32
-node_wanted_events(const RedlockNode *node, const NodeCall *call)
+node_wanted_events(const RedlockNode *node)
 {
-	return (node->connecting || call->writing) ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
-}
-
-/* A wait event set over the latch, postmaster death and every active node. */
-static WaitEventSet *
-build_wait_set(NodeCall *calls, int n, bool cleanup)
-{
-	WaitEventSet *set = CreateWaitEventSet(CurrentMemoryContext, n + 2);
-
-	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(set, cleanup ? WL_POSTMASTER_DEATH : WL_EXIT_ON_PM_DEATH,
-					  PGINVALID_SOCKET, NULL, NULL);
-	for (int i = 0; i < n; i++)
-	{
-		calls[i].event_pos = -1;
-		if (calls[i].active)
-			calls[i].event_pos = AddWaitEventToSet(set,
-												   node_wanted_events(&nodes[i], &calls[i]),
-												   nodes[i].ctx->fd, NULL, &calls[i]);
-	}
-	return set;
+	return (node->connecting || node->writing) ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
 }
 
 /*
- * The wait loop: until every node has answered, failed or passed its deadline.
- * Any ERROR thrown from here (query cancel) leaves owed replies behind, which makes
- * the next call re-open those connections.
+ * Makes the backend's wait set cover the latch, postmaster death and every open
+ * socket with the events each node waits for now: rebuilt when a socket opened or
+ * closed, otherwise only the masks that changed are modified.
  */
 static void
-wait_for_nodes(const RedlockCommand *command, NodeCall *calls, int n, bool cleanup,
-			   double start_ms, RedlockNodeOutcome *outcomes)
+wait_set_refresh(void)
 {
-	WaitEventSet *volatile set = NULL;
-
-	PG_TRY();
+	if (wait_set && !wait_set_stale)
 	{
-		WaitEvent	events[REDLOCK_MAX_NODES + 2];
-		bool		stale = true;
-
-		for (;;)
+		for (int i = 0; i < node_count; i++)
 		{
-			double		now = redlock_clock_ms();
-			double		next_deadline = -1;
-			int			nevents;
-			int			active = 0;
+			RedlockNode *node = &nodes[i];
+			uint32		wanted;
 
-			/* Expire nodes past their deadline; find the nearest remaining one. */
-			for (int i = 0; i < n; i++)
+			if (node->ctx == NULL)
+				continue;
+			wanted = node_wanted_events(node);
+			if (wanted != node->event_mask)
 			{
-				if (!calls[i].active)
-					continue;
-				if (now >= calls[i].deadline_ms)
-				{
-					char		why[REDLOCK_NODE_ERROR_LEN];
-
-					snprintf(why, sizeof(why), "timed out after %d ms",
-							 (int) (now - start_ms));
-					outcomes[i].elapsed_ms = now - start_ms;
-					node_fail(&nodes[i], &calls[i], &outcomes[i], why);
-					stale = true;
-					continue;
-				}
-				active++;
-				if (next_deadline < 0 || calls[i].deadline_ms < next_deadline)
-					next_deadline = calls[i].deadline_ms;
-			}
-			if (active == 0)
-				break;
-
-			/* A closed socket cannot stay in the set: build it anew. */
-			if (stale)
-			{
-				if (set)
-					FreeWaitEventSet(set);
-				set = NULL;
-				set = build_wait_set(calls, n, cleanup);
-				stale = false;
-			}
-
-			nevents = WaitEventSetWait(set, (long) ceil(next_deadline - now), events,
-									   lengthof(events), PG_WAIT_EXTENSION);
-
-			for (int e = 0; e < nevents; e++)
-			{
-				NodeCall   *call = events[e].user_data;
-				RedlockNode *node;
-				RedlockNodeOutcome *outcome;
-
-				if (events[e].events & WL_LATCH_SET)
-				{
-					ResetLatch(MyLatch);
-					if (!cleanup)
-						CHECK_FOR_INTERRUPTS();
-					continue;
-				}
-				if (events[e].events & WL_POSTMASTER_DEATH)
-				{
-					/* Only in cleanup: give up on every node still pending. */
-					for (int i = 0; i < n; i++)
-						if (calls[i].active)
-							node_fail(&nodes[i], &calls[i], &outcomes[i], "postmaster died");
-					stale = true;
-					break;
-				}
-				if (call == NULL)
-					continue;
-				if (!call->active)
-				{
-					/*
-					 * A node that answered owes nothing: what arrives is a close or
-					 * garbage.  Drop the connection rather than spin on the event.
-					 */
-					if (nodes[call->index].ctx)
-					{
-						node_close(&nodes[call->index]);
-						stale = true;
-					}
-					continue;
-				}
-
-				node = &nodes[call->index];
-				outcome = &outcomes[call->index];
-				if ((events[e].events & WL_SOCKET_WRITEABLE) && node->connecting)
-					node_finish_connect(node, call, outcome);
-				if (call->active && (events[e].events & WL_SOCKET_WRITEABLE) && call->writing)
-					node_write(node, call, outcome);
-				if (call->active && (events[e].events & WL_SOCKET_READABLE))
-					node_read(node, call, command, outcome);
-
-				if (!call->active)
-				{
-					outcome->elapsed_ms = redlock_clock_ms() - start_ms;
-					/* A failed node closed its socket; a finished one stays idle. */
-					if (node->ctx == NULL)
-						stale = true;
-				}
-				else if (!stale)
-					ModifyWaitEvent(set, call->event_pos, node_wanted_events(node, call), NULL);
+				ModifyWaitEvent(wait_set, node->event_pos, wanted, NULL);
+				node->event_mask = wanted;
 			}
 		}
+		return;
 	}
-	PG_CATCH();
+
+	if (wait_set)
+		FreeWaitEventSet(wait_set);
+	wait_set = NULL;
+	wait_set = CreateWaitEventSet(TopMemoryContext, node_count + 2);
+	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wait_set, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int i = 0; i < node_count; i++)
 	{
-		if (set)
-			FreeWaitEventSet(set);
-		PG_RE_THROW();
+		RedlockNode *node = &nodes[i];
+
+		if (node->ctx == NULL)
+			continue;
+		node->event_mask = node_wanted_events(node);
+		node->event_pos = AddWaitEventToSet(wait_set, node->event_mask, node->ctx->fd,
+											NULL, node);
 	}
-	PG_END_TRY();
-	if (set)
-		FreeWaitEventSet(set);
+	wait_set_stale = false;
+}
+
+/*
+ * True when the call's outcome is decided (see RedlockCommand): need nodes accepted,
+ * or that has become impossible and it is certain whether need nodes answered.
+ */
+static bool
+call_decided(const RedlockCommand *command, const NodeCall *calls,
+			 const RedlockNodeOutcome *outcomes, int n)
+{
+	int			accepted = 0,
+				refused = 0,
+				failed = 0,
+				waiting = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (calls[i].active)
+			waiting++;
+		else if (outcomes[i].kind == REDLOCK_REPLY_NONE ||
+				 outcomes[i].kind == REDLOCK_REPLY_ERROR)
+			failed++;
+		else if (command->accept(&outcomes[i]))
+			accepted++;
+		else
+			refused++;
+	}
+	if (waiting == 0 || command->need < 0)
+		return true;
+	if (command->need == 0)
+		return false;
+	if (accepted >= command->need)
+		return true;
+	return accepted + waiting < command->need &&
+		(accepted + refused >= command->need || failed > n - command->need);
+}
+
+/*
+ * Waits until the call is decided, every node has answered or failed, or deadlines
+ * pass.  In cleanup, interrupts are not serviced and postmaster death ends the wait.
+ */
+static void
+wait_for_nodes(const RedlockCommand *command, NodeCall *calls, bool cleanup,
+			   double start_ms, RedlockNodeOutcome *outcomes)
+{
+	int			n = node_count;
+	WaitEvent	events[REDLOCK_MAX_NODES + 2];
+
+	while (!call_decided(command, calls, outcomes, n))
+	{
+		double		now = redlock_clock_ms();
+		double		next_deadline = -1;
+		int			nevents;
+
+		/* Fail nodes past their deadline; find the nearest remaining one. */
+		for (int i = 0; i < n; i++)
+		{
+			if (!calls[i].active)
+				continue;
+			if (now >= calls[i].deadline_ms)
+			{
+				char		why[REDLOCK_NODE_ERROR_LEN];
+
+				snprintf(why, sizeof(why), "timed out after %d ms", (int) (now - start_ms));
+				outcomes[i].elapsed_ms = now - start_ms;
+				node_fail(i, &calls[i], &outcomes[i], why);
+				continue;
+			}
+			if (next_deadline < 0 || calls[i].deadline_ms < next_deadline)
+				next_deadline = calls[i].deadline_ms;
+		}
+		if (next_deadline < 0)
+			break;
+
+		wait_set_refresh();
+		nevents = WaitEventSetWait(wait_set, (long) ceil(next_deadline - now), events,
+								   lengthof(events), PG_WAIT_EXTENSION);
+
+		for (int e = 0; e < nevents; e++)
+		{
+			RedlockNode *node = events[e].user_data;
+			int			i;
+
+			if (events[e].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				if (!cleanup)
+					CHECK_FOR_INTERRUPTS();
+				continue;
+			}
+			if (events[e].events & WL_POSTMASTER_DEATH)
+			{
+				if (!cleanup)
+					proc_exit(1);
+				for (int j = 0; j < n; j++)
+					if (calls[j].active)
+						node_fail(j, &calls[j], &outcomes[j], "postmaster died");
+				return;
+			}
+			if (node == NULL || node->ctx == NULL)
+				continue;		/* closed earlier in this batch */
+
+			i = node - nodes;
+			if ((events[e].events & WL_SOCKET_WRITEABLE) && node->connecting)
+				node_finish_connect(i, &calls[i], &outcomes[i]);
+			if (node->ctx && node->writing && (events[e].events & WL_SOCKET_WRITEABLE))
+				node_write(i, &calls[i], &outcomes[i]);
+			if (node->ctx && (events[e].events & WL_SOCKET_READABLE))
+				node_read(i, &calls[i], command, start_ms, &outcomes[i]);
+		}
+	}
+
+	/* Whoever is still awaited was not needed for the outcome. */
+	for (int i = 0; i < n; i++)
+		if (calls[i].active)
+			outcomes[i].kind = REDLOCK_REPLY_PENDING;
 }
 
 /*
  * redlock_nodes_run
- *		Sends command to every master at once and waits for their replies (spec §3
- *		step 2).
+ *		Sends command to every master at once and waits until its outcome is decided
+ *		(spec §3 step 2).
  *
- * command: the command, or a script call with one key (see RedlockCommand).
+ * command: the command or script call, and when to stop waiting (need/accept).
  * cleanup: true on abort and exit paths: interrupts are not serviced and postmaster
  *		death ends the wait instead of the process.
- * outcomes: an array of redlock_node_count() entries, filled with each master's reply
- *		or failure.  A master gets at most connect_timeout (ms) to connect and then
- *		timeout (ms) to answer.
+ * outcomes: an array of redlock_node_count() entries, filled with each master's reply,
+ *		failure, or REDLOCK_REPLY_PENDING when the call was decided without it.  A
+ *		master gets at most connect_timeout (ms) to connect and then timeout (ms) to
+ *		answer.
  *
  * Outside cleanup, raises whatever CHECK_FOR_INTERRUPTS raises (query cancel, 57014;
- * statement_timeout), and out-of-memory errors.
+ * statement_timeout), and out-of-memory errors; the connections stay usable.
  */
 void
 redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcome *outcomes)
 {
 	NodeCall	calls[REDLOCK_MAX_NODES];
 	double		start_ms = redlock_clock_ms();
-	int			n = node_count;
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < node_count; i++)
 	{
 		RedlockNode *node = &nodes[i];
 		NodeCall   *call = &calls[i];
@@ -601,36 +687,46 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 
 		memset(call, 0, sizeof(*call));
 		memset(&outcomes[i], 0, sizeof(outcomes[i]));
-		call->index = i;
 		call->active = true;
-		call->event_pos = -1;
 
-		/* Replies still owed from an interrupted call would be read as ours. */
-		if (node->ctx && node->owed_replies > 0)
-			node_close(node);
-
-		if (node->ctx == NULL)
+		/*
+		 * Read what earlier calls left owed (this also notices a connection the
+		 * server closed); one that still owes replies and has gone quiet is hung.
+		 */
+		if (node->ctx && node->owed_replies > 0 && !node->connecting)
 		{
-			if (!node_open(node, call, why, sizeof(why)))
-			{
-				node_fail(node, call, &outcomes[i], why);
-				continue;
-			}
-			call->deadline_ms = start_ms + redlock_connect_timeout_ms;
+			call->stale_replies = node->owed_replies - node->handshake_owed;
+			call->active = false;
+			node_read(i, call, command, start_ms, &outcomes[i]);
+			call->active = true;
 		}
-		else
-			call->deadline_ms = start_ms + redlock_timeout_ms;
+		if (node->ctx && node->owed_replies > 0 &&
+			start_ms - node->progress_ms > redlock_timeout_ms)
+		{
+			snprintf(why, sizeof(why), "no reply for %d ms: connection closed",
+					 (int) (start_ms - node->progress_ms));
+			redlock_stats_node_error(i, why);
+			node_close(i);
+		}
+
+		if (node->ctx == NULL && !node_open(i, why, sizeof(why)))
+		{
+			node_fail(i, call, &outcomes[i], why);
+			continue;
+		}
+		call->deadline_ms = start_ms +
+			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
+		call->stale_replies = node->owed_replies - node->handshake_owed;
 
 		if (!node_append_command(node, command, false))
 		{
-			node_fail(node, call, &outcomes[i], "out of memory");
+			node_fail(i, call, &outcomes[i], "out of memory");
 			continue;
 		}
-		call->writing = true;
 		/* A ready connection can take the request now, before we wait. */
 		if (!node->connecting)
-			node_write(node, call, &outcomes[i]);
+			node_write(i, call, &outcomes[i]);
 	}
 
-	wait_for_nodes(command, calls, n, cleanup, start_ms, outcomes);
+	wait_for_nodes(command, calls, cleanup, start_ms, outcomes);
 }

@@ -83,6 +83,62 @@ result_init(RedlockResult *result)
 	result->quorum = result->node_count / 2 + 1;
 }
 
+/* A SET NX reply that granted the lock. */
+static bool
+accept_ok(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_OK;
+}
+
+/* A release or extend script reply that acted on our key. */
+static bool
+accept_one(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 1;
+}
+
+/* Logs each node's outcome of one request at DEBUG1. */
+static void
+debug_outcomes(const char *what, const char *key, const RedlockNodeOutcome *outcomes, int n,
+			   double elapsed_ms)
+{
+	StringInfoData buf;
+
+	if (!message_level_is_interesting(DEBUG1))
+		return;
+	initStringInfo(&buf);
+	for (int i = 0; i < n; i++)
+	{
+		const RedlockNodeOutcome *o = &outcomes[i];
+
+		appendStringInfo(&buf, "%s%s ", i > 0 ? ", " : "", redlock_node_name(i));
+		switch (o->kind)
+		{
+			case REDLOCK_REPLY_OK:
+				appendStringInfoString(&buf, "OK");
+				break;
+			case REDLOCK_REPLY_NIL:
+				appendStringInfoString(&buf, "nil");
+				break;
+			case REDLOCK_REPLY_INTEGER:
+				appendStringInfo(&buf, "%lld", o->integer);
+				break;
+			case REDLOCK_REPLY_PENDING:
+				appendStringInfoString(&buf, "not awaited");
+				continue;
+			case REDLOCK_REPLY_OTHER:
+				appendStringInfoString(&buf, "unexpected reply");
+				break;
+			default:
+				appendStringInfo(&buf, "failed (%s)", o->error);
+				break;
+		}
+		appendStringInfo(&buf, " in %.3f ms", o->elapsed_ms);
+	}
+	elog(DEBUG1, "redlock: %s \"%s\" decided in %.3f ms: %s", what, key, elapsed_ms, buf.data);
+	pfree(buf.data);
+}
+
 /* "node: error" lines for the nodes that did not answer, or NULL when all did. */
 static char *
 collect_node_errors(const RedlockNodeOutcome *outcomes, int n)
@@ -105,10 +161,13 @@ collect_node_errors(const RedlockNodeOutcome *outcomes, int n)
 	return buf.data;
 }
 
-/* Runs script with key, token and an optional extra argument on every node. */
+/*
+ * Runs script with key, token and an optional extra argument on every node, waiting
+ * for need nodes to return 1 (see RedlockCommand).
+ */
 static void
 run_script(RedlockScript *script, const char *key, const char *token, const char *arg,
-		   bool cleanup, RedlockNodeOutcome *outcomes)
+		   int need, bool cleanup, RedlockNodeOutcome *outcomes)
 {
 	RedlockCommand command = {0};
 
@@ -122,6 +181,8 @@ run_script(RedlockScript *script, const char *key, const char *token, const char
 		redlock_script_init(&extend_script);
 		scripts_ready = true;
 	}
+	command.need = need;
+	command.accept = accept_one;
 	command.script = script;
 	command.argv[0] = key;
 	command.argv[1] = token;
@@ -213,8 +274,10 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
 	undo = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
 
-	/* Spec §2: SET key token NX PX ttl. */
+	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
+	command.need = result->quorum;
+	command.accept = accept_ok;
 	command.argc = 6;
 	command.argv[0] = "SET";
 	command.argv[1] = key;
@@ -233,8 +296,10 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 		int			answered = 0;
 
 		result->attempts++;
+		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
 		redlock_nodes_run(&command, false, outcomes);
 		now = redlock_clock_ms();
+		debug_outcomes("acquire", key, outcomes, result->node_count, now - start_ms);
 
 		for (int i = 0; i < result->node_count; i++)
 		{
@@ -252,23 +317,28 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 		{
 			result->status = REDLOCK_OK;
 			result->valid_until_ms = start_ms + ttl_ms - drift_ms;
+			redlock_stats_count(REDLOCK_STAT_ACQUIRED);
+			redlock_stats_acquire_latency(result->elapsed_ms);
 			break;
 		}
 
 		/*
-		 * Spec §3 step 5: undo on every master, including those that did not answer,
-		 * since a request that timed out may still have set the key.
+		 * Spec §3 step 5: undo on every master at once, including those that did not
+		 * answer, since a request that timed out may still have set the key.  Nobody
+		 * waits for the replies: each connection reads them before its next use.
 		 */
 		if (accepted > 0 || answered < result->node_count)
-			run_script(&release_script, key, token, NULL, false, undo);
+			run_script(&release_script, key, token, NULL, -1, false, undo);
 
 		if (answered < result->quorum)
 		{
 			result->status = REDLOCK_UNAVAILABLE;
 			result->node_errors = collect_node_errors(outcomes, result->node_count);
+			redlock_stats_count(REDLOCK_STAT_UNAVAILABLE);
 			break;
 		}
 		result->status = REDLOCK_BUSY;
+		redlock_stats_count(REDLOCK_STAT_BUSY);
 		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
 			break;
 		retry_sleep(deadline_ms);
@@ -294,10 +364,16 @@ redlock_quorum_release(const char *key, const char *token, bool cleanup,
 					   RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
+	double		start_ms = redlock_clock_ms();
 
 	result_init(result);
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
-	run_script(&release_script, key, token, NULL, cleanup, outcomes);
+	/* Cleanup waits for every node: there may be no later call to read the replies. */
+	run_script(&release_script, key, token, NULL, cleanup ? 0 : result->quorum, cleanup,
+			   outcomes);
+	result->elapsed_ms = redlock_clock_ms() - start_ms;
+	debug_outcomes("release", key, outcomes, result->node_count, result->elapsed_ms);
+	redlock_stats_count(REDLOCK_STAT_RELEASED);
 	count_integer_replies(outcomes, result);
 	result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 	result->node_errors = collect_node_errors(outcomes, result->node_count);
@@ -327,9 +403,10 @@ redlock_quorum_extend(const char *key, const char *token, int ttl_ms, RedlockRes
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
 
 	start_ms = redlock_clock_ms();
-	run_script(&extend_script, key, token, ttl_text, false, outcomes);
+	run_script(&extend_script, key, token, ttl_text, result->quorum, false, outcomes);
 	result->elapsed_ms = redlock_clock_ms() - start_ms;
 	result->attempts = 1;
+	debug_outcomes("extend", key, outcomes, result->node_count, result->elapsed_ms);
 	count_integer_replies(outcomes, result);
 
 	if (result->accepted >= result->quorum &&
@@ -337,6 +414,7 @@ redlock_quorum_extend(const char *key, const char *token, int ttl_ms, RedlockRes
 	{
 		result->status = REDLOCK_OK;
 		result->valid_until_ms = start_ms + ttl_ms - clock_drift_ms(ttl_ms);
+		redlock_stats_count(REDLOCK_STAT_EXTENDED);
 	}
 	else if (result->answered < result->quorum)
 	{
@@ -344,6 +422,9 @@ redlock_quorum_extend(const char *key, const char *token, int ttl_ms, RedlockRes
 		result->node_errors = collect_node_errors(outcomes, result->node_count);
 	}
 	else
+	{
 		result->status = REDLOCK_BUSY;
+		redlock_stats_count(REDLOCK_STAT_EXTEND_LOST);
+	}
 	pfree(outcomes);
 }

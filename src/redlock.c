@@ -17,10 +17,12 @@ void		_PG_init(void);
 
 /*
  * _PG_init
- *		Defines the redlock.* GUCs when the library is loaded.
+ *		Defines the redlock.* GUCs when the library is loaded, and asks for shared
+ *		memory for cluster-wide counters when it is preloaded.
  */
 void
 _PG_init(void)
 {
 	RedlockGucInit();
+	RedlockStatsInit();
 }

@@ -25,6 +25,7 @@
 #define REDLOCK_TOKEN_BYTES			20		/* random bytes in a token (spec §2) */
 #define REDLOCK_TOKEN_LEN			(REDLOCK_TOKEN_BYTES * 2)	/* hex characters */
 #define REDLOCK_NODE_ERROR_LEN		160		/* bytes kept of a node's error text */
+#define REDLOCK_NODE_NAME_LEN		(REDLOCK_MAX_ADDR_LEN + 10)	/* "[host]:port" */
 
 /* ---- configuration: servers.c (parser) and guc.c ---- */
 
@@ -44,6 +45,7 @@ typedef struct RedlockServerList
 
 extern RedlockServerList *redlock_servers_parse(const char *value, char *errbuf,
 												size_t errlen);
+extern void redlock_node_addr_name(const RedlockNodeAddr *addr, char *buf, size_t len);
 
 extern int	redlock_connect_timeout_ms;
 extern int	redlock_timeout_ms;
@@ -65,6 +67,7 @@ extern void RedlockGucInit(void);
 typedef enum RedlockReplyKind
 {
 	REDLOCK_REPLY_NONE,			/* no reply: connect, I/O or timeout failure */
+	REDLOCK_REPLY_PENDING,		/* not awaited: the outcome was decided without it */
 	REDLOCK_REPLY_OK,			/* status reply "OK" */
 	REDLOCK_REPLY_NIL,			/* nil reply */
 	REDLOCK_REPLY_INTEGER,		/* integer reply, in integer */
@@ -92,9 +95,17 @@ typedef struct RedlockScript
 /*
  * One command, sent to every node.  Without a script, argv is the whole command.  With
  * one, argv is one key followed by the script's arguments.
+ *
+ * need and accept say when to stop waiting: once need nodes gave a reply that accept
+ * approves, or once that cannot happen any more and it is also certain whether need
+ * nodes answered at all.  Replies that arrive later are read, counted and dropped by
+ * the next call on the same connection.  need 0 waits for every node; need -1 only
+ * sends.
  */
 typedef struct RedlockCommand
 {
+	int			need;
+	bool		(*accept) (const RedlockNodeOutcome *outcome);
 	const RedlockScript *script;
 	int			argc;
 	const char *argv[REDLOCK_MAX_ARGS];
@@ -107,6 +118,53 @@ extern const char *redlock_node_name(int node);
 extern void redlock_nodes_run(const RedlockCommand *command, bool cleanup,
 							  RedlockNodeOutcome *outcomes);
 extern void redlock_nodes_disconnect(void);
+
+/* ---- counters and per-node figures: stats.c, fed by node.c, quorum.c, locktable.c ---- */
+
+typedef enum RedlockCounter
+{
+	REDLOCK_STAT_ATTEMPTS,		/* acquire attempts */
+	REDLOCK_STAT_ACQUIRED,		/* attempts that acquired */
+	REDLOCK_STAT_BUSY,			/* attempts that found the lock held elsewhere */
+	REDLOCK_STAT_UNAVAILABLE,	/* attempts that fewer than a quorum answered */
+	REDLOCK_STAT_RELEASED,		/* locks released on the masters */
+	REDLOCK_STAT_RELEASED_EXPIRED,	/* ... after their validity had run out */
+	REDLOCK_STAT_EXTENDED,		/* extensions (and re-acquires) that succeeded */
+	REDLOCK_STAT_EXTEND_LOST,	/* extensions that found the lock lost */
+	REDLOCK_STAT_COUNT
+} RedlockCounter;
+
+typedef struct RedlockStatsSnapshot
+{
+	bool		cluster_wide;	/* from shared memory (preloaded) or this backend */
+	uint64		counters[REDLOCK_STAT_COUNT];
+	double		acquire_latency_mean_ms;
+	double		acquire_latency_max_ms;
+	TimestampTz reset_at;
+} RedlockStatsSnapshot;
+
+/* What this backend saw of one master. */
+typedef struct RedlockNodeFigures
+{
+	char		name[REDLOCK_NODE_NAME_LEN];
+	bool		connected;
+	char		last_error[REDLOCK_NODE_ERROR_LEN];	/* "" when none yet */
+	TimestampTz last_error_at;
+	double		last_rtt_ms;	/* < 0 before the first reply */
+	int64		requests;
+	int64		replies;
+	int64		late_replies;	/* read after the call that sent them had decided */
+	int64		errors;
+} RedlockNodeFigures;
+
+extern void RedlockStatsInit(void);
+extern void redlock_stats_count(RedlockCounter counter);
+extern void redlock_stats_acquire_latency(double ms);
+extern void redlock_stats_snapshot(RedlockStatsSnapshot *snapshot);
+extern void redlock_stats_reset_counters(void);
+extern int	redlock_stats_nodes(RedlockNodeFigures **figures);
+extern RedlockNodeFigures *redlock_stats_node(int node);
+extern void redlock_stats_node_error(int node, const char *error);
 
 /* ---- quorum protocol: quorum.c ---- */
 

@@ -215,3 +215,18 @@ redlock_servers_parse(const char *value, char *errbuf, size_t errlen)
 	}
 	return list;
 }
+
+/*
+ * redlock_node_addr_name
+ *		Writes addr as "host:port", "[ipv6]:port" or the socket path into buf (len bytes).
+ */
+void
+redlock_node_addr_name(const RedlockNodeAddr *addr, char *buf, size_t len)
+{
+	if (addr->port == 0)
+		snprintf(buf, len, "%s", addr->host);
+	else if (strchr(addr->host, ':'))
+		snprintf(buf, len, "[%s]:%d", addr->host, addr->port);
+	else
+		snprintf(buf, len, "%s:%d", addr->host, addr->port);
+}

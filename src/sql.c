@@ -328,3 +328,103 @@ redlock_locks(PG_FUNCTION_ARGS)
 	}
 	return (Datum) 0;
 }
+
+/*
+ * redlock_nodes() RETURNS SETOF record
+ *
+ * One row per configured master, as this backend sees it: node ("host:port" or socket
+ * path), connected, last_error and last_error_at (NULL when none), last_rtt_ms (round
+ * trip of its last reply to a call that awaited it, in ms; NULL before one),
+ * requests, replies, late_replies (read after the call had decided without them),
+ * errors.  Raises nothing of its own.
+ */
+PG_FUNCTION_INFO_V1(redlock_nodes);
+Datum
+redlock_nodes(PG_FUNCTION_ARGS)
+{
+#define REDLOCK_NODES_COLS 9
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RedlockNodeFigures *figures;
+	int			n;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != REDLOCK_NODES_COLS)
+		elog(ERROR, "incorrect number of output arguments");
+
+	n = redlock_stats_nodes(&figures);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[REDLOCK_NODES_COLS];
+		bool		nulls[REDLOCK_NODES_COLS] = {0};
+		RedlockNodeFigures *f = &figures[i];
+
+		values[0] = CStringGetTextDatum(f->name);
+		values[1] = BoolGetDatum(f->connected);
+		if (f->last_error[0] == '\0')
+			nulls[2] = nulls[3] = true;
+		else
+		{
+			values[2] = CStringGetTextDatum(f->last_error);
+			values[3] = TimestampTzGetDatum(f->last_error_at);
+		}
+		if (f->last_rtt_ms < 0)
+			nulls[4] = true;
+		else
+			values[4] = Float8GetDatum(f->last_rtt_ms);
+		values[5] = Int64GetDatum(f->requests);
+		values[6] = Int64GetDatum(f->replies);
+		values[7] = Int64GetDatum(f->late_replies);
+		values[8] = Int64GetDatum(f->errors);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * redlock_stats() RETURNS record
+ *
+ * Counters since the start or the last redlock_stats_reset(): scope ('cluster' when
+ * the library is in shared_preload_libraries and they are shared, else 'backend'),
+ * attempts, acquired, busy, unavailable (acquire attempts and how they ended),
+ * released, released_after_expiry, extended, extend_lost, acquire_latency_mean_ms and
+ * acquire_latency_max_ms (of the attempts that acquired, in ms), reset_at.  Raises
+ * nothing of its own.
+ */
+PG_FUNCTION_INFO_V1(redlock_stats);
+Datum
+redlock_stats(PG_FUNCTION_ARGS)
+{
+#define REDLOCK_STATS_COLS 12
+	TupleDesc	tupdesc;
+	Datum		values[REDLOCK_STATS_COLS];
+	bool		nulls[REDLOCK_STATS_COLS] = {0};
+	RedlockStatsSnapshot snapshot;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts != REDLOCK_STATS_COLS)
+		elog(ERROR, "incorrect number of output arguments");
+
+	redlock_stats_snapshot(&snapshot);
+	values[0] = CStringGetTextDatum(snapshot.cluster_wide ? "cluster" : "backend");
+	for (int i = 0; i < REDLOCK_STAT_COUNT; i++)
+		values[1 + i] = Int64GetDatum((int64) snapshot.counters[i]);
+	values[9] = Float8GetDatum(snapshot.acquire_latency_mean_ms);
+	values[10] = Float8GetDatum(snapshot.acquire_latency_max_ms);
+	values[11] = TimestampTzGetDatum(snapshot.reset_at);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}
+
+/*
+ * redlock_stats_reset() RETURNS void
+ *
+ * Sets the counters of redlock_stats() back to zero: cluster-wide when they are in
+ * shared memory.  The per-node figures of redlock_nodes() are not touched.
+ */
+PG_FUNCTION_INFO_V1(redlock_stats_reset);
+Datum
+redlock_stats_reset(PG_FUNCTION_ARGS)
+{
+	redlock_stats_reset_counters();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,66 @@
+-- Version 1.1: the upgrade path, per-node figures and counters.
+
+-- 1.0 installs and updates to 1.1.
+DROP EXTENSION redlock;
+CREATE EXTENSION redlock VERSION '1.0';
+SELECT count(*) FROM pg_proc WHERE proname IN ('redlock_nodes', 'redlock_stats');
+ALTER EXTENSION redlock UPDATE TO '1.1';
+SELECT extversion FROM pg_extension WHERE extname = 'redlock';
+SELECT p.proname, has_function_privilege('public', p.oid, 'execute') AS public_may_execute
+  FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
+  JOIN pg_extension e ON d.refobjid = e.oid AND e.extname = 'redlock'
+ ORDER BY 1;
+
+SELECT dblink_connect('other',
+       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
+              split_part(current_setting('unix_socket_directories'), ',', 1)));
+CREATE OR REPLACE FUNCTION other(sql text) RETURNS boolean LANGUAGE sql
+AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
+
+-- Counters: without shared_preload_libraries they are this backend's.
+SELECT redlock_stats_reset();
+SELECT scope, attempts, acquired, busy, unavailable, released, released_after_expiry,
+       extended, extend_lost, acquire_latency_mean_ms, acquire_latency_max_ms
+  FROM redlock_stats();
+
+SELECT redlock_acquire('regress-s');             -- attempt, acquired
+SELECT redlock_acquire('regress-s');             -- extended (stacked)
+SELECT redlock_extend('regress-s', 20000);       -- extended
+SELECT redlock_release('regress-s');
+SELECT redlock_release('regress-s');             -- released
+SELECT other($$SELECT redlock_acquire('regress-s')$$);
+SELECT redlock_acquire('regress-s');             -- attempt, busy
+SELECT other($$SELECT redlock_release('regress-s')$$);
+SELECT redlock_acquire('regress-s', 50);         -- attempt, acquired
+SELECT pg_sleep(0.2);
+SELECT redlock_release('regress-s');             -- released, after expiry
+SELECT redlock_acquire('regress-s', 50);         -- attempt, acquired
+SELECT pg_sleep(0.2);
+SELECT redlock_extend('regress-s');              -- extend lost, released after expiry
+SELECT scope, attempts, acquired, busy, unavailable, released, released_after_expiry,
+       extended, extend_lost,
+       acquire_latency_mean_ms > 0 AND acquire_latency_mean_ms <= acquire_latency_max_ms
+         AS latency_sane,
+       reset_at <= now() AS reset_in_past
+  FROM redlock_stats();
+
+-- Per-node figures: every master connected, answering, error-free.
+SELECT count(*) AS nodes, bool_and(connected) AS connected, bool_and(last_error IS NULL) AS no_error,
+       bool_and(requests > 0 AND replies <= requests AND late_replies <= replies) AS counted,
+       bool_and(last_rtt_ms >= 0) AS timed, sum(errors) AS errors
+  FROM redlock_nodes();
+
+-- A sixth master that refuses connections: five of six still make a quorum (4), and
+-- the sixth shows what went wrong.
+SELECT set_config('redlock.servers', current_setting('redlock.servers') || ',127.0.0.1:1',
+                  false) IS NOT NULL AS configured;
+SELECT count(*) AS nodes, sum(requests) AS requests FROM redlock_nodes();
+SELECT redlock_acquire('regress-s');
+SELECT nodes BETWEEN 4 AND 5 AS quorum FROM redlock_locks();
+SELECT redlock_release('regress-s');
+SELECT node LIKE '%:1' AS dead_node, connected, last_error, last_error_at IS NOT NULL AS when_known,
+       errors
+  FROM redlock_nodes() WHERE NOT connected;
+RESET redlock.servers;
+
+SELECT dblink_disconnect('other');

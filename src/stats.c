@@ -1,0 +1,228 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.c
+ *	  Counters since start or reset, and what this backend saw of each master.
+ *
+ * The counters are cluster-wide, in shared memory, when the library is in
+ * shared_preload_libraries; otherwise each backend counts its own.  They are atomics
+ * so that counting never takes a lock on the hot path.  The per-node figures are
+ * always this backend's, and start afresh whenever the server list or credentials
+ * change.
+ *
+ * A leaf: node.c, quorum.c and locktable.c feed it; the SQL functions read it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/timestamp.h"
+
+#include "redlock.h"
+
+/* The counters, as kept in shared memory or in this backend. */
+typedef struct RedlockCounters
+{
+	pg_atomic_uint64 counters[REDLOCK_STAT_COUNT];
+	pg_atomic_uint64 latency_sum_us;
+	pg_atomic_uint64 latency_max_us;
+	pg_atomic_uint64 reset_at;	/* a TimestampTz */
+} RedlockCounters;
+
+static RedlockCounters *shared_counters = NULL;
+static RedlockCounters local_counters;
+static bool local_ready = false;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static RedlockNodeFigures node_figures[REDLOCK_MAX_NODES];
+static int	node_figures_count = 0;
+static uint64 node_figures_generation = 0;
+static bool node_figures_ready = false;
+
+static void
+counters_init(RedlockCounters *c)
+{
+	for (int i = 0; i < REDLOCK_STAT_COUNT; i++)
+		pg_atomic_init_u64(&c->counters[i], 0);
+	pg_atomic_init_u64(&c->latency_sum_us, 0);
+	pg_atomic_init_u64(&c->latency_max_us, 0);
+	pg_atomic_init_u64(&c->reset_at, (uint64) GetCurrentTimestamp());
+}
+
+static void
+stats_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(RedlockCounters)));
+}
+
+static void
+stats_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared_counters = ShmemInitStruct("redlock counters", sizeof(RedlockCounters), &found);
+	if (!found)
+		counters_init(shared_counters);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * RedlockStatsInit
+ *		Asks for shared memory for the counters when the library is being preloaded.
+ *		Called from _PG_init.  Raises nothing.
+ */
+void
+RedlockStatsInit(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = stats_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = stats_shmem_startup;
+}
+
+static RedlockCounters *
+counters(void)
+{
+	if (shared_counters)
+		return shared_counters;
+	if (!local_ready)
+	{
+		counters_init(&local_counters);
+		local_ready = true;
+	}
+	return &local_counters;
+}
+
+/*
+ * redlock_stats_count
+ *		Adds one to counter.
+ */
+void
+redlock_stats_count(RedlockCounter counter)
+{
+	pg_atomic_fetch_add_u64(&counters()->counters[counter], 1);
+}
+
+/*
+ * redlock_stats_acquire_latency
+ *		Records the duration (ms) of an acquire attempt that won.
+ */
+void
+redlock_stats_acquire_latency(double ms)
+{
+	RedlockCounters *c = counters();
+	uint64		us = (uint64) (ms * 1000.0);
+	uint64		max = pg_atomic_read_u64(&c->latency_max_us);
+
+	pg_atomic_fetch_add_u64(&c->latency_sum_us, us);
+	while (us > max && !pg_atomic_compare_exchange_u64(&c->latency_max_us, &max, us))
+		;
+}
+
+/*
+ * redlock_stats_snapshot
+ *		Copies the counters into *snapshot.
+ */
+void
+redlock_stats_snapshot(RedlockStatsSnapshot *snapshot)
+{
+	RedlockCounters *c = counters();
+	uint64		acquired;
+
+	snapshot->cluster_wide = (shared_counters != NULL);
+	for (int i = 0; i < REDLOCK_STAT_COUNT; i++)
+		snapshot->counters[i] = pg_atomic_read_u64(&c->counters[i]);
+	acquired = snapshot->counters[REDLOCK_STAT_ACQUIRED];
+	snapshot->acquire_latency_mean_ms = acquired == 0 ? 0 :
+		pg_atomic_read_u64(&c->latency_sum_us) / 1000.0 / acquired;
+	snapshot->acquire_latency_max_ms = pg_atomic_read_u64(&c->latency_max_us) / 1000.0;
+	snapshot->reset_at = (TimestampTz) pg_atomic_read_u64(&c->reset_at);
+}
+
+/*
+ * redlock_stats_reset_counters
+ *		Sets every counter back to zero (cluster-wide when in shared memory).
+ */
+void
+redlock_stats_reset_counters(void)
+{
+	RedlockCounters *c = counters();
+
+	for (int i = 0; i < REDLOCK_STAT_COUNT; i++)
+		pg_atomic_write_u64(&c->counters[i], 0);
+	pg_atomic_write_u64(&c->latency_sum_us, 0);
+	pg_atomic_write_u64(&c->latency_max_us, 0);
+	pg_atomic_write_u64(&c->reset_at, (uint64) GetCurrentTimestamp());
+}
+
+/* Starts the per-node figures afresh when the configuration changed. */
+static void
+node_figures_refresh(void)
+{
+	const RedlockServerList *list = redlock_server_list;
+
+	if (node_figures_ready && node_figures_generation == redlock_connection_generation)
+		return;
+	memset(node_figures, 0, sizeof(node_figures));
+	node_figures_count = list ? list->count : 0;
+	for (int i = 0; i < node_figures_count; i++)
+	{
+		redlock_node_addr_name(&list->nodes[i], node_figures[i].name,
+							   sizeof(node_figures[i].name));
+		node_figures[i].last_rtt_ms = -1;
+	}
+	node_figures_generation = redlock_connection_generation;
+	node_figures_ready = true;
+}
+
+/*
+ * redlock_stats_nodes
+ *		Points *figures at the figures of every configured master; returns how many.
+ */
+int
+redlock_stats_nodes(RedlockNodeFigures **figures)
+{
+	node_figures_refresh();
+	*figures = node_figures;
+	return node_figures_count;
+}
+
+/*
+ * redlock_stats_node
+ *		Returns the figures of node (0 <= node < number of configured masters), for
+ *		node.c to update in place.
+ */
+RedlockNodeFigures *
+redlock_stats_node(int node)
+{
+	node_figures_refresh();
+	Assert(node >= 0 && node < node_figures_count);
+	return &node_figures[node];
+}
+
+/*
+ * redlock_stats_node_error
+ *		Records that node failed with error (text).
+ */
+void
+redlock_stats_node_error(int node, const char *error)
+{
+	RedlockNodeFigures *figures = redlock_stats_node(node);
+
+	figures->errors++;
+	strlcpy(figures->last_error, error, sizeof(figures->last_error));
+	figures->last_error_at = GetCurrentTimestamp();
+}
