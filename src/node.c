@@ -701,7 +701,8 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 			call->active = true;
 		}
 		if (node->ctx && node->owed_replies > 0 &&
-			start_ms - node->progress_ms > redlock_timeout_ms)
+			start_ms - node->progress_ms >
+			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms))
 		{
 			snprintf(why, sizeof(why), "no reply for %d ms: connection closed",
 					 (int) (start_ms - node->progress_ms));
