@@ -1,0 +1,114 @@
+# A release or extend is decided once a majority acted (README, "How it behaves when
+# things fail"); the slower masters must still end up released or extended.  Here one
+# master is frozen (SIGSTOP) for 300 ms during the call, so the call is decided without
+# it; the master answers afterwards.  When the script was cached there, its EVALSHA does
+# the work on its own; when it was not (SCRIPT FLUSH, a restarted master), the master
+# answers NOSCRIPT, and the extension must still send the script (EVAL) for the release
+# or extension to happen there.
+
+use strict;
+use warnings;
+
+use POSIX ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my $node = RedisMasters::redlock_node('late', $redis, "log_min_messages = debug1\n");
+my $s = $node->background_psql('postgres', on_error_stop => 0);
+my ($out, $err);
+
+# Freezes master I and resumes it after MS milliseconds from a child process.
+sub freeze_for
+{
+	my ($i, $ms) = @_;
+	my $pid = $redis->{pids}[$i] or die "master $i not running";
+	$redis->stop($i);
+	my $child = fork() // die "fork: $!";
+	if ($child == 0)
+	{
+		usleep($ms * 1000);
+		kill 'CONT', $pid;
+		POSIX::_exit(0);
+	}
+	return $child;
+}
+
+# Runs QUERY while master 4 is frozen for 300 ms; returns the query's output.
+sub with_slow_master
+{
+	my ($query) = @_;
+	my $child = freeze_for(4, 300);
+	my ($o, $e) = sql($s, $query);
+	waitpid($child, 0);
+	note "stderr: $e" if $e ne '';
+	# Give the late master time to answer, then make one more call, on another key, so
+	# that the extension reads what it owed.
+	usleep(500_000);
+	sql($s, "SELECT redlock_acquire('other', 1000) AND redlock_release('other')");
+	return $o;
+}
+
+# The scripts as README gives them, loaded on every master so that EVALSHA finds them.
+my @scripts = (
+	'if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end',
+	'if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end'
+);
+
+for my $flush (0, 1)
+{
+	my $how = $flush ? 'script not cached (NOSCRIPT)' : 'script cached';
+	my $key = $flush ? 'late-noscript' : 'late-cached';
+
+	for my $script (@scripts)
+	{
+		is(scalar(grep { /^[0-9a-f]{40}$/ } $redis->redis_all('SCRIPT', 'LOAD', $script)),
+			5, "$how: SCRIPT LOAD on every master")
+		  unless $flush;
+	}
+
+	# --- release ---
+	($out) = sql($s, "SELECT redlock_acquire('$key', 60000)");
+	is($out, 't', "$how: acquire $key on all masters");
+	ok(wait_until(2, sub { 5 == grep { $_ eq '1' } $redis->redis_all('EXISTS', $key) }),
+		"$how: $key exists on all 5 masters");
+	$redis->redis_all('SCRIPT', 'FLUSH') if $flush;
+	$out = with_slow_master("SELECT redlock_release('$key')");
+	is($out, 't', "$how: release decided while master 4 was frozen");
+	ok(wait_until(3, sub { $redis->redis_cli(4, 'EXISTS', $key) eq '0' }),
+		"$how: the key is gone from the slow master too")
+	  or diag("EXISTS $key on master 4: " . $redis->redis_cli(4, 'EXISTS', $key)
+		  . ', PTTL ' . $redis->redis_cli(4, 'PTTL', $key));
+	is(join(',', map { $redis->redis_cli($_, 'EXISTS', $key) } 0 .. 3), '0,0,0,0',
+		"$how: and from the other four");
+
+	# --- extend (another key, so that a key left by the release cannot pass for it) ---
+	my $ekey = "$key-extend";
+	($out) = sql($s, "SELECT redlock_acquire('$ekey', 5000)");
+	is($out, 't', "$how: acquire $ekey for 5 s");
+	ok(wait_until(2, sub { 5 == grep { $_ eq '1' } $redis->redis_all('EXISTS', $ekey) }),
+		"$how: $ekey exists on all 5 masters");
+	$redis->redis_all('SCRIPT', 'FLUSH') if $flush;
+	$out = with_slow_master("SELECT redlock_extend('$ekey', 60000)");
+	is($out, 't', "$how: extend to 60 s decided while master 4 was frozen");
+	ok( wait_until(
+			3,
+			sub {
+				my $pttl = $redis->redis_cli(4, 'PTTL', $ekey);
+				return $pttl =~ /^\d+$/ && $pttl > 30000;
+			}),
+		"$how: PTTL raised on the slow master too")
+	  or diag("PTTL $ekey on master 4: " . $redis->redis_cli(4, 'PTTL', $ekey));
+	($out) = sql($s, "SELECT redlock_release('$ekey')");
+	is($out, 't', "$how: release $ekey");
+	ok(wait_until(3, sub { 0 == grep { $_ eq '1' } $redis->redis_all('EXISTS', $ekey) }),
+		"$how: $ekey gone from every master");
+}
+
+$s->quit;
+RedisMasters::no_crash($node);
+done_testing();
