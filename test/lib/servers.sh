@@ -47,6 +47,13 @@ rl_port_free()
 	return 0
 }
 
+# Runs a command as the postgres user, from RL_TMP (the caller's directory may be one
+# postgres cannot enter, such as /root).
+rl_as_postgres()
+{
+	(cd "$RL_TMP" && runuser -u postgres -- "$@")
+}
+
 # Makes the temp dir and installs the cleanup trap.
 rl_setup()
 {
@@ -165,8 +172,8 @@ rl_start_cluster()
 	[[ -e /tmp/.s.PGSQL.$RL_PG_PORT ]] && rl_log "note: /tmp/.s.PGSQL.$RL_PG_PORT exists (another server?); ours uses its own socket dir"
 	RL_PG_DATA=$RL_TMP/pgdata
 	RL_PG_SOCK=$RL_TMP/sock
-	runuser -u postgres -- mkdir -p "$RL_PG_SOCK"
-	runuser -u postgres -- "$RL_PGBIN/initdb" -D "$RL_PG_DATA" -A trust -N -E UTF8 \
+	rl_as_postgres mkdir -p "$RL_PG_SOCK"
+	rl_as_postgres "$RL_PGBIN/initdb" -D "$RL_PG_DATA" -A trust -N -E UTF8 \
 		--locale=C --no-instructions >"$RL_TMP/initdb.log" 2>&1 ||
 		{ cat "$RL_TMP/initdb.log" >&2; rl_die "initdb failed"; }
 	guc=$(rl_servers_guc)
@@ -182,7 +189,7 @@ rl_start_cluster()
 		log_line_prefix = '%m [%p] '
 		redlock.servers = '$guc'
 	EOF
-	runuser -u postgres -- "$RL_PGBIN/pg_ctl" -D "$RL_PG_DATA" -l "$RL_TMP/postgresql.log" \
+	rl_as_postgres "$RL_PGBIN/pg_ctl" -D "$RL_PG_DATA" -l "$RL_TMP/postgresql.log" \
 		-w -t 60 start >/dev/null ||
 		{ cat "$RL_TMP/postgresql.log" >&2; rl_die "the scratch cluster did not start"; }
 	export PGHOST=$RL_PG_SOCK PGPORT=$RL_PG_PORT
@@ -192,7 +199,7 @@ rl_start_cluster()
 # psql as postgres against the scratch cluster.
 rl_psql()
 {
-	runuser -u postgres -- "$RL_PGBIN/psql" -X -h "$RL_PG_SOCK" -p "$RL_PG_PORT" "$@"
+	rl_as_postgres "$RL_PGBIN/psql" -X -h "$RL_PG_SOCK" -p "$RL_PG_PORT" "$@"
 }
 
 # Stops the scratch cluster (fast, then SIGKILL of the postmaster by PID).
@@ -202,7 +209,7 @@ rl_stop_cluster()
 	[[ -n $RL_PG_DATA && -d $RL_PG_DATA ]] || return 0
 	pid=$(rl_pid_of "$RL_PG_DATA/postmaster.pid")
 	[[ -n $pid ]] || return 0
-	runuser -u postgres -- "$RL_PGBIN/pg_ctl" -D "$RL_PG_DATA" -m fast -w -t 20 stop \
+	rl_as_postgres "$RL_PGBIN/pg_ctl" -D "$RL_PG_DATA" -m fast -w -t 20 stop \
 		>/dev/null 2>&1 && return 0
 	kill -KILL "$pid" 2>/dev/null
 	rl_wait_gone "$pid" 10
