@@ -1,0 +1,298 @@
+/*
+ * floor.c: the floor for one Redlock acquire + release pair, measured with hiredis.
+ *
+ *   floor MODE HOST PORT[,PORT...] SECONDS [TTL_MS]
+ *
+ * MODE
+ *   par   for each lock, write SET key token NX PX ttl to every master, then read
+ *         every reply (five blocking contexts: all written, then all read, so the
+ *         masters work at the same time); then the release script (EVALSHA) the same
+ *         way.  This is what a Redlock client cannot beat on this machine.
+ *   seq   the same commands, one master after another (write, read, next master).
+ *   ping  one PING to the first master: one plain round trip (used to measure the
+ *         delay proxy).
+ *
+ * Runs for SECONDS (after 0.3 s of warm-up), at most 2,000,000 pairs, one client, and
+ * prints one line of key=value figures:
+ *
+ *   mode=par pairs=... seconds=... pairs_per_s=... avg_us=... p50_us=... p99_us=...
+ *   failed=...
+ *
+ * Keys are "floor:<pid>:<n>", distinct per lock, with a fresh 40-hex-character token
+ * each; every lock is released, so nothing is left behind.  Exits non-zero if a master
+ * cannot be reached or answers with an error.
+ *
+ * Built by test/bench/run: gcc -O2 -o floor floor.c -lhiredis
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#define MAX_NODES 16
+#define MAX_PAIRS 2000000
+#define WARMUP_S 0.3
+
+static const char *release_body =
+"if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
+"return redis.call(\"del\", KEYS[1]) else return 0 end";
+
+static redisContext *nodes[MAX_NODES];
+static int	node_count;
+static char release_sha[64];
+
+static double
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void
+die(const char *what, redisContext *c)
+{
+	fprintf(stderr, "floor: %s: %s\n", what, c && c->err ? c->errstr : "unexpected reply");
+	exit(1);
+}
+
+/* xorshift64*: tokens need only be unique here, not unguessable */
+static unsigned long long rng_state;
+
+static void
+new_token(char *token)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (int i = 0; i < 40; i += 16)
+	{
+		unsigned long long x;
+
+		rng_state ^= rng_state >> 12;
+		rng_state ^= rng_state << 25;
+		rng_state ^= rng_state >> 27;
+		x = rng_state * 2685821657736338717ULL;
+		for (int j = 0; j < 16 && i + j < 40; j++, x >>= 4)
+			token[i + j] = hex[x & 15];
+	}
+	token[40] = '\0';
+}
+
+/* Writes everything appended to c. */
+static void
+flush(redisContext *c)
+{
+	int			done = 0;
+
+	while (!done)
+		if (redisBufferWrite(c, &done) != REDIS_OK)
+			die("write", c);
+}
+
+/* Reads one reply from c; returns 1 for "OK" or integer 1, 0 otherwise. */
+static int
+read_one(redisContext *c)
+{
+	redisReply *r;
+	int			ok;
+
+	if (redisGetReply(c, (void **) &r) != REDIS_OK || r == NULL)
+		die("read", c);
+	if (r->type == REDIS_REPLY_ERROR)
+	{
+		fprintf(stderr, "floor: master answered: %s\n", r->str);
+		exit(1);
+	}
+	ok = (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0) ||
+		(r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+	freeReplyObject(r);
+	return ok;
+}
+
+static void
+append_set(redisContext *c, const char *key, const char *token, const char *ttl)
+{
+	redisAppendCommand(c, "SET %s %s NX PX %s", key, token, ttl);
+}
+
+static void
+append_release(redisContext *c, const char *key, const char *token)
+{
+	redisAppendCommand(c, "EVALSHA %s 1 %s %s", release_sha, key, token);
+}
+
+/* One acquire + release on all nodes at once; returns 1 when a majority took it. */
+static int
+pair_par(const char *key, const char *token, const char *ttl)
+{
+	int			got = 0;
+
+	for (int i = 0; i < node_count; i++)
+	{
+		append_set(nodes[i], key, token, ttl);
+		flush(nodes[i]);
+	}
+	for (int i = 0; i < node_count; i++)
+		got += read_one(nodes[i]);
+	for (int i = 0; i < node_count; i++)
+	{
+		append_release(nodes[i], key, token);
+		flush(nodes[i]);
+	}
+	for (int i = 0; i < node_count; i++)
+		read_one(nodes[i]);
+	return got >= node_count / 2 + 1;
+}
+
+/* The same, one node after another. */
+static int
+pair_seq(const char *key, const char *token, const char *ttl)
+{
+	int			got = 0;
+
+	for (int i = 0; i < node_count; i++)
+	{
+		append_set(nodes[i], key, token, ttl);
+		flush(nodes[i]);
+		got += read_one(nodes[i]);
+	}
+	for (int i = 0; i < node_count; i++)
+	{
+		append_release(nodes[i], key, token);
+		flush(nodes[i]);
+		read_one(nodes[i]);
+	}
+	return got >= node_count / 2 + 1;
+}
+
+/* One PING round trip to the first node. */
+static int
+pair_ping(const char *key, const char *token, const char *ttl)
+{
+	(void) key;
+	(void) token;
+	(void) ttl;
+	redisAppendCommand(nodes[0], "PING");
+	flush(nodes[0]);
+	read_one(nodes[0]);
+	return 1;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *mode,
+			   *host;
+	char	   *ports,
+			   *p;
+	double		seconds;
+	const char *ttl;
+	int			(*pair) (const char *, const char *, const char *);
+	double	   *lat;
+	long		n = 0,
+				failed = 0,
+				seq = 0;
+	double		start,
+				end,
+				sum = 0;
+	char		key[64],
+				token[41];
+
+	if (argc < 5)
+	{
+		fprintf(stderr, "usage: %s par|seq|ping HOST PORT[,PORT...] SECONDS [TTL_MS]\n", argv[0]);
+		return 2;
+	}
+	mode = argv[1];
+	host = argv[2];
+	ports = strdup(argv[3]);
+	seconds = atof(argv[4]);
+	ttl = argc > 5 ? argv[5] : "10000";
+	if (strcmp(mode, "par") == 0)
+		pair = pair_par;
+	else if (strcmp(mode, "seq") == 0)
+		pair = pair_seq;
+	else if (strcmp(mode, "ping") == 0)
+		pair = pair_ping;
+	else
+	{
+		fprintf(stderr, "floor: unknown mode \"%s\"\n", mode);
+		return 2;
+	}
+
+	for (p = strtok(ports, ","); p != NULL && node_count < MAX_NODES; p = strtok(NULL, ","))
+	{
+		struct timeval tv = {2, 0};
+		redisContext *c = redisConnectWithTimeout(host, atoi(p), tv);
+
+		if (c == NULL || c->err)
+			die("connect", c);
+		redisSetTimeout(c, tv);
+		nodes[node_count++] = c;
+	}
+	for (int i = 0; i < node_count; i++)
+	{
+		redisReply *r = redisCommand(nodes[i], "SCRIPT LOAD %s", release_body);
+
+		if (r == NULL || r->type != REDIS_REPLY_STRING)
+			die("SCRIPT LOAD", nodes[i]);
+		snprintf(release_sha, sizeof(release_sha), "%s", r->str);
+		freeReplyObject(r);
+	}
+	rng_state = ((unsigned long long) getpid() << 32) ^ (unsigned long long) now_us() ^ 0x9e3779b97f4a7c15ULL;
+
+	lat = malloc(sizeof(double) * MAX_PAIRS);
+	if (lat == NULL)
+		return 1;
+
+	/* warm-up, not counted */
+	start = now_us();
+	while (now_us() - start < WARMUP_S * 1e6)
+	{
+		snprintf(key, sizeof(key), "floor:%d:%ld", (int) getpid(), seq++);
+		new_token(token);
+		pair(key, token, ttl);
+	}
+
+	start = now_us();
+	end = start + seconds * 1e6;
+	while (n < MAX_PAIRS)
+	{
+		double		t0 = now_us(),
+					t1;
+
+		if (t0 >= end)
+			break;
+		snprintf(key, sizeof(key), "floor:%d:%ld", (int) getpid(), seq++);
+		new_token(token);
+		if (!pair(key, token, ttl))
+			failed++;
+		t1 = now_us();
+		lat[n++] = t1 - t0;
+		sum += t1 - t0;
+	}
+	end = now_us();
+	qsort(lat, n, sizeof(double), cmp_double);
+	printf("mode=%s nodes=%d pairs=%ld seconds=%.3f pairs_per_s=%.1f avg_us=%.1f "
+		   "p50_us=%.1f p99_us=%.1f failed=%ld\n",
+		   mode, node_count, n, (end - start) / 1e6, n / ((end - start) / 1e6),
+		   n ? sum / n : 0, n ? lat[n / 2] : 0, n ? lat[(long) (n * 0.99)] : 0, failed);
+	for (int i = 0; i < node_count; i++)
+		redisFree(nodes[i]);
+	free(lat);
+	free(ports);
+	return 0;
+}
