@@ -10,8 +10,11 @@
 // 10 s TTL, then releases it.  After 0.3 s of warm-up, runs for SECONDS and prints one
 // line of key=value figures:
 //
-//   lib=redlock workers=16 pairs=... seconds=... pairs_per_s=... avg_us=... p50_us=...
-//   p99_us=... failed=...
+//   lib=redlock workers=16 pairs=... seconds=... pairs_per_s=... avg_us=... mid_us=...
+//   p50_us=... p99_us=... failed=...
+//
+// mid_us: the median, over batches of 500 consecutive pairs of one worker, of each
+// batch's average latency (as floor.c computes it).
 
 const Redis = require('ioredis');
 const { default: Redlock } = require('redlock');
@@ -27,6 +30,7 @@ const seconds = Number(secondsArg);
 const TTL_MS = 10000;
 const WARMUP_MS = 300;
 const MAX_PAIRS = 2000000;
+const BATCH = 500;
 
 const clients = portList.split(',').map((port) => new Redis({
   host: '127.0.0.1',
@@ -68,6 +72,7 @@ async function main() {
   }
   await Promise.all(clients.map((c) => c.connect()));
   const lat = [];
+  const perWorker = [];
   let failed = 0;
   let seq = 0;
   const warmEnd = Date.now() + WARMUP_MS;
@@ -76,6 +81,8 @@ async function main() {
   let end;
 
   async function worker(w) {
+    const mine = [];
+    perWorker.push(mine);
     // warm-up, not counted
     while (Date.now() < warmEnd) {
       await pair(`peer:${lib}:${process.pid}:${w}:${seq++}`);
@@ -92,6 +99,7 @@ async function main() {
       const t1 = process.hrtime.bigint();
       if (!ok) failed++;
       lat.push(Number(t1 - t0) / 1000);
+      mine.push(Number(t1 - t0) / 1000);
     }
   }
 
@@ -101,8 +109,17 @@ async function main() {
   const n = lat.length;
   const sum = lat.reduce((a, b) => a + b, 0);
   const pct = (q) => (n ? lat[Math.min(n - 1, Math.floor(n * q))] : 0);
+  const means = [];
+  perWorker.forEach((l) => {
+    for (let b = 0; b + BATCH <= l.length; b += BATCH) {
+      means.push(l.slice(b, b + BATCH).reduce((a, x) => a + x, 0) / BATCH);
+    }
+  });
+  means.sort((a, b) => a - b);
+  const mid = means.length ? means[Math.floor(means.length / 2)] : (n ? sum / n : 0);
   console.log(`lib=${lib} workers=${workers} pairs=${n} seconds=${elapsed.toFixed(3)} `
     + `pairs_per_s=${(n / elapsed).toFixed(1)} avg_us=${(n ? sum / n : 0).toFixed(1)} `
+    + `mid_us=${mid.toFixed(1)} `
     + `p50_us=${pct(0.5).toFixed(1)} p99_us=${pct(0.99).toFixed(1)} failed=${failed}`);
   clients.forEach((c) => c.disconnect());
 }
