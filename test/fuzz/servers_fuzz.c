@@ -10,7 +10,8 @@
  *	  blank, else the number of comma-separated items; every host is non-empty and
  *	  NUL-terminated inside its buffer; port is 0 for a socket path (host starts with
  *	  "/") and 1..65535 otherwise; no (host, port) pair appears twice; and printing the
- *	  list back as host:port / [ipv6]:port / path items parses to the same list;
+ *	  list back with redlock_node_addr_name (host:port, [ipv6]:port, path) parses to
+ *	  the same list;
  *	- on failure: errbuf holds a non-empty, NUL-terminated message within errlen;
  *	- with a tiny errbuf the message is still NUL-terminated and nothing overflows.
  */
@@ -84,7 +85,10 @@ check_result(const char *value, RedlockServerList *list, const char *errbuf, siz
 	}
 }
 
-/* Prints LIST back as a redlock.servers value into a malloc'd string. */
+/*
+ * Prints LIST back as a redlock.servers value, with redlock_node_addr_name (the names
+ * used in messages), into a malloc'd string.
+ */
 static char *
 unparse(const RedlockServerList *list)
 {
@@ -96,15 +100,12 @@ unparse(const RedlockServerList *list)
 	out[0] = '\0';
 	for (int i = 0; i < list->count; i++)
 	{
-		const RedlockNodeAddr *a = &list->nodes[i];
-		const char *sep = i ? "," : "";
+		char		name[REDLOCK_MAX_ADDR_LEN + 16];
 
-		if (a->port == 0)
-			len += snprintf(out + len, cap - len, "%s%s", sep, a->host);
-		else if (strchr(a->host, ':'))
-			len += snprintf(out + len, cap - len, "%s[%s]:%d", sep, a->host, a->port);
-		else
-			len += snprintf(out + len, cap - len, "%s%s:%d", sep, a->host, a->port);
+		redlock_node_addr_name(&list->nodes[i], name, sizeof(name));
+		CHECK(strlen(name) < sizeof(name) - 1);		/* not truncated */
+		CHECK(strlen(name) >= strlen(list->nodes[i].host));
+		len += snprintf(out + len, cap - len, "%s%s", i ? "," : "", name);
 		CHECK(len < cap);
 	}
 	return out;
