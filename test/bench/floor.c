@@ -8,6 +8,11 @@
  *         every reply (five blocking contexts: all written, then all read, so the
  *         masters work at the same time); then the release script (EVALSHA) the same
  *         way.  This is what a Redlock client cannot beat on this machine.
+ *   quorum  the same commands over non-blocking contexts and poll(), decided as soon as
+ *         a majority answered (the acquire: a majority granted, or a majority became
+ *         impossible; the release: a majority answered), as redlock 1.1 decides; replies
+ *         that come later are read and dropped while later commands wait.  The floor for
+ *         a client that does not wait for the slowest master.
  *   seq   the same commands, one master after another (write, read, next master).
  *   ping  one PING to the first master: one plain round trip (used to measure the
  *         delay proxy).
@@ -27,6 +32,7 @@
  *
  * Built by test/bench/run: gcc -O2 -o floor floor.c -lhiredis
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +133,138 @@ static void
 append_release(redisContext *c, const char *key, const char *token)
 {
 	redisAppendCommand(c, "EVALSHA %s 1 %s %s", release_sha, key, token);
+}
+
+/*
+ * quorum mode: per node, the operation ids of the replies still owed, in order (hiredis
+ * answers in order on one connection).
+ */
+#define OWED_MAX 4096
+static long owed[MAX_NODES][OWED_MAX];
+static int	owed_head[MAX_NODES],
+			owed_count[MAX_NODES];
+static long op_seq;
+
+/* Sends one command (already appended) on node i, counting the reply owed for op. */
+static void
+send_nb(int i, long op)
+{
+	int			done = 0;
+
+	if (owed_count[i] == OWED_MAX)
+	{
+		fprintf(stderr, "floor: master %d owes %d replies\n", i, OWED_MAX);
+		exit(1);
+	}
+	owed[i][(owed_head[i] + owed_count[i]) % OWED_MAX] = op;
+	owed_count[i]++;
+	while (!done)
+	{
+		if (redisBufferWrite(nodes[i], &done) != REDIS_OK)
+			die("write", nodes[i]);
+		if (!done)
+		{
+			struct pollfd pfd = {nodes[i]->fd, POLLOUT, 0};
+
+			poll(&pfd, 1, 1000);
+		}
+	}
+}
+
+/*
+ * Waits until op has `need` replies, or (when ok_need > 0) until ok_need of them were
+ * positive or so many were negative that ok_need cannot be reached; returns the
+ * positive ones.
+ */
+static int
+wait_quorum(long op, int ok_need, int need)
+{
+	int			answered = 0,
+				ok = 0;
+
+	while (answered < need &&
+		   !(ok_need > 0 && (ok >= ok_need || answered - ok > node_count - ok_need)))
+	{
+		struct pollfd pfd[MAX_NODES];
+		int			idx[MAX_NODES],
+					n = 0;
+
+		for (int i = 0; i < node_count; i++)
+			if (owed_count[i] > 0)
+			{
+				pfd[n].fd = nodes[i]->fd;
+				pfd[n].events = POLLIN;
+				pfd[n].revents = 0;
+				idx[n++] = i;
+			}
+		if (n == 0 || poll(pfd, n, 2000) <= 0)
+		{
+			fprintf(stderr, "floor: no reply within 2 s\n");
+			exit(1);
+		}
+		for (int k = 0; k < n; k++)
+		{
+			int			i = idx[k];
+			redisReply *r;
+
+			if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if (redisBufferRead(nodes[i]) != REDIS_OK)
+				die("read", nodes[i]);
+			for (;;)
+			{
+				long		for_op;
+				int			positive;
+
+				if (redisGetReply(nodes[i], (void **) &r) != REDIS_OK)
+					die("read", nodes[i]);
+				if (r == NULL)
+					break;
+				if (r->type == REDIS_REPLY_ERROR)
+				{
+					fprintf(stderr, "floor: master answered: %s\n", r->str);
+					exit(1);
+				}
+				positive = (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0) ||
+					(r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+				freeReplyObject(r);
+				for_op = owed[i][owed_head[i]];
+				owed_head[i] = (owed_head[i] + 1) % OWED_MAX;
+				owed_count[i]--;
+				if (for_op == op)
+				{
+					answered++;
+					ok += positive;
+				}
+			}
+		}
+	}
+	return ok;
+}
+
+/* One acquire + release, each decided once a majority answered. */
+static int
+pair_quorum(const char *key, const char *token, const char *ttl)
+{
+	int			quorum = node_count / 2 + 1;
+	long		op = ++op_seq;
+	int			got;
+
+	for (int i = 0; i < node_count; i++)
+	{
+		append_set(nodes[i], key, token, ttl);
+		send_nb(i, op);
+	}
+	got = wait_quorum(op, quorum, node_count);
+	op = ++op_seq;
+	for (int i = 0; i < node_count; i++)
+	{
+		append_release(nodes[i], key, token);
+		send_nb(i, op);
+	}
+	/* the release: decided once a majority answered, whatever they said */
+	wait_quorum(op, 0, quorum);
+	return got >= quorum;
 }
 
 /* One acquire + release on all nodes at once; returns 1 when a majority took it. */
@@ -251,7 +389,7 @@ main(int argc, char **argv)
 
 	if (argc < 5)
 	{
-		fprintf(stderr, "usage: %s par|seq|ping HOST PORT[,PORT...] SECONDS [TTL_MS]\n", argv[0]);
+		fprintf(stderr, "usage: %s par|quorum|seq|ping HOST PORT[,PORT...] SECONDS [TTL_MS]\n", argv[0]);
 		return 2;
 	}
 	mode = argv[1];
@@ -261,6 +399,8 @@ main(int argc, char **argv)
 	ttl = argc > 5 ? argv[5] : "10000";
 	if (strcmp(mode, "par") == 0)
 		pair = pair_par;
+	else if (strcmp(mode, "quorum") == 0)
+		pair = pair_quorum;
 	else if (strcmp(mode, "seq") == 0)
 		pair = pair_seq;
 	else if (strcmp(mode, "ping") == 0)
@@ -290,6 +430,9 @@ main(int argc, char **argv)
 		snprintf(release_sha, sizeof(release_sha), "%s", r->str);
 		freeReplyObject(r);
 	}
+	if (pair == pair_quorum)
+		for (int i = 0; i < node_count; i++)
+			nodes[i]->flags &= ~REDIS_BLOCK;	/* hiredis then never blocks in read/write */
 	rng_state = ((unsigned long long) getpid() << 32) ^ (unsigned long long) now_us() ^ 0x9e3779b97f4a7c15ULL;
 
 	lat = malloc(sizeof(double) * MAX_PAIRS);
