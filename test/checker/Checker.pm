@@ -475,7 +475,6 @@ FROM checker_violations ORDER BY at})
 	$r{acq_per_s} = $r{acquired} / $seconds;
 	$r{busy_pct} = $r{attempts} ? 100 * $r{busy} / $r{attempts} : 0;
 	$r{unavailable_pct} = $r{attempts} ? 100 * $r{unavailable} / $r{attempts} : 0;
-	Test::More::note(describe(\%r));
 	return \%r;
 }
 
