@@ -138,7 +138,10 @@ is(values_of('shared-job'), join(',', ($pg_token) x 5),
 
 ($out, $err) = sql($s, "SELECT redlock_release('shared-job')");
 is($out, 't', 'extension releases shared-job');
-is(holders('shared-job'), 0, '... and the key is gone from every master');
+# The extension decides a release once a majority deleted the key (README); the other
+# masters follow at once, so a short wait covers them.
+ok(settled(sub { holders('shared-job') == 0 }), '... and the key is gone from every master')
+  or diag('EXISTS: ' . join(',', $redis->redis_all('EXISTS', 'shared-job')));
 like(js('acquire shared-job 30000'), qr/^ok [0-9a-f]{32}$/,
 	'node-redlock acquires shared-job after the extension released it');
 is(js('release shared-job'), 'ok', 'node-redlock releases it again');
@@ -156,7 +159,8 @@ is(values_of('stale-a'), join(',', ($pg_token) x 5),
 	"... and the extension's token remains on every master");
 ($out) = sql($s, "SELECT redlock_release('stale-a')");
 is($out, 't', 'extension releases stale-a');
-is(holders('stale-a'), 0, '... and the key is gone');
+ok(settled(sub { holders('stale-a') == 0 }), '... and the key is gone from every master')
+  or diag('EXISTS: ' . join(',', $redis->redis_all('EXISTS', 'stale-a')));
 
 # --- a stale extension lock: its release leaves node-redlock's lock alone ---
 
@@ -208,7 +212,7 @@ like(js('acquire prefixed 30000'), qr/^ok /, 'node-redlock acquires "prefixed"')
 ok(settled(sub { holders('prefixed') == 5 }), '... on all 5 masters');
 ($out) = sql($s, "SET redlock.key_prefix = 'pg:'; SELECT redlock_acquire('prefixed', 30000)");
 is($out, 't', "with key_prefix 'pg:' the extension's lock does not meet node-redlock's");
-is(holders('pg:prefixed'), 5, '... it lives under "pg:prefixed"');
+ok(settled(sub { holders('pg:prefixed') == 5 }), '... it lives under "pg:prefixed"');
 ($out) = sql($s, "SELECT redlock_release('prefixed'); RESET redlock.key_prefix");
 is($out, 't', 'extension releases pg:prefixed');
 is(js('release prefixed'), 'ok', 'node-redlock releases "prefixed"');

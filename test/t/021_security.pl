@@ -104,6 +104,11 @@ is(join(',', cli_all('EXISTS', 'auth-fail')), '0,0,0,0,0', '... nothing was writ
 ($out, $err, $secs) = sql($su, "SELECT redlock_acquire('auth-fail', 30000, 1000)");
 auth_error('wrong password, with wait_ms', $err, $secs, qr/WRONGPASS/);
 
+($out) = sql($su, 'SELECT node, connected, last_error FROM redlock_nodes()');
+note "redlock_nodes() after the wrong password:\n$out";
+like($out, qr/WRONGPASS/, "redlock_nodes() shows the masters' WRONGPASS errors");
+unlike($out, qr/\Q$pw\E|\Q$wrong_pw\E/, '... but no password');
+
 sql($su, "SET redlock.password = ''");
 ($out, $err, $secs) = sql($su, "SELECT redlock_acquire('auth-fail', 30000)");
 note $err;
@@ -202,7 +207,10 @@ for my $call (
 	"SELECT redlock_release('priv-job')",
 	"SELECT redlock_extend('priv-job')",
 	"SELECT redlock_release_all()",
-	"SELECT * FROM redlock_locks()")
+	"SELECT * FROM redlock_locks()",
+	"SELECT * FROM redlock_nodes()",
+	"SELECT * FROM redlock_stats()",
+	"SELECT redlock_stats_reset()")
 {
 	($out, $err) = sql($plain, $call);
 	like($err, qr/ERROR:\s+42501: permission denied for function redlock_/,
