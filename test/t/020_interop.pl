@@ -217,6 +217,41 @@ ok(settled(sub { holders('pg:prefixed') == 5 }), '... it lives under "pg:prefixe
 is($out, 't', 'extension releases pg:prefixed');
 is(js('release prefixed'), 'ok', 'node-redlock releases "prefixed"');
 
+# --- a race: both sides try the same resource at the same moment, 40 times ---
+
+my ($both, $pg_wins, $js_wins, $neither) = (0, 0, 0, 0);
+for my $round (1 .. 40)
+{
+	my $res = "race-$round";
+	# Send node-redlock's acquire without waiting, so that both attempts overlap.
+	$js_out = '';
+	$js_in .= "acquire $res 10000\n";
+	$js_proc->pump_nb;
+	($out) = sql($s, "SELECT redlock_acquire('$res', 10000)");
+	$js_timer->start(30);
+	$js_proc->pump until $js_out =~ /\n/ || $js_timer->is_expired;
+	my ($line) = $js_out =~ /^(.*)\n/;
+	$line //= 'no answer';
+	my $js_ok = $line =~ /^ok /;
+	my $pg_ok = $out eq 't';
+	$both++ if $js_ok && $pg_ok;
+	$pg_wins++ if $pg_ok && !$js_ok;
+	$js_wins++ if $js_ok && !$pg_ok;
+	$neither++ if !$js_ok && !$pg_ok;
+	if ($js_ok)
+	{
+		is(js("release $res"), 'ok', "race $round: node-redlock releases") if !$pg_ok;
+		js("release $res") if $pg_ok;
+	}
+	if ($pg_ok)
+	{
+		($out) = sql($s, "SELECT redlock_release('$res')");
+	}
+}
+note "race: extension won $pg_wins, node-redlock won $js_wins, neither $neither, both $both";
+is($both, 0, 'in 40 simultaneous attempts the two clients never both held the lock');
+cmp_ok($pg_wins + $js_wins, '>', 0, '... and someone won some of them');
+
 is(js('quit'), 'bye', 'node-redlock client exits');
 $js_proc->finish;
 $s->quit;
