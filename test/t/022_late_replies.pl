@@ -109,6 +109,36 @@ for my $flush (0, 1)
 		"$how: $ekey gone from every master");
 }
 
+# --- the undo of a failed attempt (spec §3 step 5) on a slow master ---
+# Another client holds "split" on masters 0-2; the extension's SET succeeds on 3 and 4
+# only, so the attempt fails and must be undone on every master.  Master 4 is frozen
+# while the attempt is decided, and (second round) has no cached script.
+for my $flush (0, 1)
+{
+	my $how = $flush ? 'script not cached (NOSCRIPT)' : 'script cached';
+	my $key = $flush ? 'split-noscript' : 'split-cached';
+	if ($flush)
+	{
+		$redis->redis_all('SCRIPT', 'FLUSH');
+	}
+	else
+	{
+		$redis->redis_all('SCRIPT', 'LOAD', $_) for @scripts;
+	}
+	$redis->redis_cli($_, 'SET', $key, 'someone-else', 'PX', 60000) for 0 .. 2;
+	$out = with_slow_master("SELECT redlock_acquire('$key', 60000)");
+	is($out, 'f', "$how: acquire of $key held on 3 of 5 masters fails");
+	ok(wait_until(3, sub { $redis->redis_cli(3, 'EXISTS', $key) eq '0' }),
+		"$how: the failed attempt is undone on master 3");
+	ok(wait_until(3, sub { $redis->redis_cli(4, 'EXISTS', $key) eq '0' }),
+		"$how: ... and on the slow master 4")
+	  or diag("GET $key on master 4: " . $redis->redis_cli(4, 'GET', $key)
+		  . ', PTTL ' . $redis->redis_cli(4, 'PTTL', $key));
+	is(join(',', map { $redis->redis_cli($_, 'GET', $key) } 0 .. 2),
+		'someone-else,someone-else,someone-else', "$how: the other client's keys are untouched");
+	$redis->redis_all('DEL', $key);
+}
+
 $s->quit;
 RedisMasters::no_crash($node);
 done_testing();
