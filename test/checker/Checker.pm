@@ -358,6 +358,7 @@ INSERT INTO checker_guard (resource)
 		ttl_ms => $ttl);
 	Test::More::note("checker: $name: $clients clients, $resources resources, TTL $ttl ms,"
 		  . " wait $wait ms, work $work ms, $seconds s");
+	my $log_offset = -s $node->logfile;
 	my $t0 = time;
 	$f->{t0} = $t0;
 	my $h;
@@ -388,7 +389,19 @@ INSERT INTO checker_guard (resource)
 			  eq '0';
 		});
 
+	# The WARNINGs the backends logged meanwhile, by kind (resource names and counts
+	# blanked out).
+	my %warnings;
+	my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $log_offset);
+	for my $w ($log =~ /WARNING:  (.*)/g)
+	{
+		$w =~ s/"[^"]*"/"..."/g;
+		$w =~ s/\b\d+ of \d+\b/N of M/g;
+		$warnings{$w}++;
+	}
+
 	my %r = (
+		warnings => \%warnings,
 		name => $name,
 		desc => $o{desc} // '',
 		masters => $o{masters} // 'plain',
@@ -560,6 +573,10 @@ sub describe
 		  . " release error: %d; fewest masters in an acquisition: %d\n",
 		$r->{overran}, $r->{release_false}, $r->{release_error}, $r->{min_nodes});
 	$s .= "   pgbench exit status $r->{pgbench_rc}\n";
+	for my $w (sort { $r->{warnings}{$b} <=> $r->{warnings}{$a} } keys %{ $r->{warnings} })
+	{
+		$s .= sprintf("   server log WARNING x %d: %s\n", $r->{warnings}{$w}, $w);
+	}
 	if ($r->{pgbench_rc} != 0)
 	{
 		my @lines = split /\n/, $r->{pgbench_err};
