@@ -151,6 +151,42 @@ sub redis_all
 	return map { $self->redis_cli($_, @args) } 0 .. $self->count - 1;
 }
 
+# Number of masters where KEY exists, once it equals EXPECT or after SECONDS (default 3).
+# Calls return once a majority decided, so the other masters may apply the same
+# request a moment later (or, on a loaded machine, much later): poll rather than race.
+# A request never sent still shows, as its keys live for their whole TTL.
+sub holding
+{
+	my ($self, $key, $expect, $seconds) = @_;
+	my $n;
+	my $t0 = time;
+	wait_until(
+		$seconds // 3,
+		sub {
+			$n = grep { $_ eq '1' } $self->redis_all('EXISTS', $key);
+			return !defined $expect || $n == $expect;
+		});
+	my $waited = time - $t0;
+	note sprintf("EXISTS %s: %d masters, after %.3f s", $key, $n, $waited)
+	  if $waited > 0.1;
+	return $n;
+}
+
+# Polls the outputs of a redis-cli command on every master until CODE, given the list of
+# outputs, returns true, or SECONDS pass; returns the last outputs.
+sub wait_all
+{
+	my ($self, $seconds, $code, @args) = @_;
+	my @out;
+	wait_until(
+		$seconds,
+		sub {
+			@out = $self->redis_all(@args);
+			return $code->(@out);
+		});
+	return @out;
+}
+
 # Kills master I with SIGKILL and waits until it is gone.
 sub kill9
 {
@@ -240,6 +276,8 @@ redlock.servers = '$guc'
 restart_after_crash = on
 log_statement = none
 lc_messages = 'C'
+# redlock logs each request's per-master outcome at DEBUG1: keep it for diagnosis.
+log_min_messages = debug1
 });
 	$node->append_conf('postgresql.conf', $extra_conf) if defined $extra_conf;
 	$node->start;

@@ -17,11 +17,11 @@ my $node = RedisMasters::redlock_node('contention', $redis);
 my $s1 = $node->background_psql('postgres', on_error_stop => 0);
 my $s2 = $node->background_psql('postgres', on_error_stop => 0);
 
-# Number of masters holding KEY.
+# Number of masters where KEY exists, polled until it is EXPECT (see RedisMasters::holding).
 sub holders
 {
-	my ($key) = @_;
-	return scalar grep { $_ eq '1' } $redis->redis_all('EXISTS', $key);
+	my ($key, $expect) = @_;
+	return $redis->holding($key, $expect);
 }
 
 # --- only one wins; the loser gets false, then wins after the release ---
@@ -29,7 +29,7 @@ sub holders
 my ($out, $err) = sql($s1, "SELECT redlock_acquire('contended', 60000)");
 is($out, 't', 'first session acquires the lock');
 is($err, '', 'no error or warning on acquire');
-is(holders('contended'), 5, 'all 5 masters hold the key');
+is(holders('contended', 5), 5, 'all 5 masters hold the key');
 
 my $token = $redis->redis_cli(0, 'GET', 'contended');
 ($out, $err) = sql($s2, "SELECT redlock_acquire('contended', 60000)");
@@ -48,7 +48,7 @@ is($out, 't', 'the holder releases one hold');
 is($out, 'f', 'still contended while one hold remains');
 ($out) = sql($s1, "SELECT redlock_release('contended')");
 is($out, 't', 'the holder releases its last hold');
-is(holders('contended'), 0, 'the key is gone from every master after the release');
+is(holders('contended', 0), 0, 'the key is gone from every master after the release');
 
 ($out) = sql($s2, "SELECT redlock_acquire('contended', 60000)");
 is($out, 't', 'the second session wins after the release');
@@ -70,7 +70,7 @@ is($out, 'f', 'contended before the holder is terminated');
 
 ($out) = sql($s2, "SELECT pg_terminate_backend($t1_pid, 10000)");
 is($out, 't', 'holder backend terminated (and gone, waited for)');
-is(holders('terminated'), 0,
+is(holders('terminated', 0), 0,
 	'the key is gone from every master as soon as the backend exited (TTL was 60 s)');
 ($out) = sql($s2, "SELECT redlock_acquire('terminated', 60000)");
 is($out, 't', 'the other session wins right after the holder was terminated');
@@ -92,7 +92,7 @@ ok( wait_until(
 				"SELECT count(*) FROM pg_stat_activity WHERE pid = $t2_pid") eq '0';
 		}),
 	'the holder backend exited');
-is(holders('disconnected'), 0, 'the key is gone from every master after the disconnect');
+is(holders('disconnected', 0), 0, 'the key is gone from every master after the disconnect');
 ($out) = sql($s2, "SELECT redlock_acquire('disconnected', 60000)");
 is($out, 't', 'the other session wins right after the disconnect');
 sql($s2, "SELECT redlock_release_all()");
@@ -115,7 +115,7 @@ ok( wait_until(30, sub { $node->psql('postgres', 'SELECT 1') == 0 }),
 	'the server restarted its backends after the crash');
 eval { $s2->quit };
 eval { $s3->quit };
-is(holders('crashed'), 5, 'all 5 keys survive the SIGKILLed holder');
+is(holders('crashed', 5), 5, 'all 5 keys survive the SIGKILLed holder');
 
 my $s4 = $node->background_psql('postgres', on_error_stop => 0);
 my $elapsed_ms = (time - $t0) * 1000;
@@ -136,7 +136,7 @@ wait_until(
 ok(defined $won_at, 'a new session acquires the lock once the TTL expired');
 cmp_ok(($won_at // $t0) - $t0, '>=', $ttl_ms / 1000 - 0.05,
 	'... and not before the TTL expired');
-is(holders('crashed'), 5, 'the new holder has the key on all masters');
+is(holders('crashed', 5), 5, 'the new holder has the key on all masters');
 ($out) = sql($s4, "SELECT redlock_release('crashed')");
 is($out, 't', 'new holder releases');
 
