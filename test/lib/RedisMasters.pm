@@ -29,6 +29,8 @@ our @EXPORT = qw(sql timed_psql wait_until);
 
 my @all_masters;
 
+our $DEBUG_CONF = "log_min_messages = debug1\n";
+
 # Starts N masters (default 5) on free ports and waits until each answers PING.
 # Option redis_args: more redis-server arguments (they override the defaults, e.g. to
 # turn on AOF persistence); used at every (re)start.
@@ -264,7 +266,8 @@ END
 
 # A started node with redlock.servers naming REDIS's masters, restart_after_crash on, and
 # the extension created in the postgres database.  EXTRA_CONF is appended to
-# postgresql.conf.
+# postgresql.conf; $RedisMasters::DEBUG_CONF keeps redlock's per-request DEBUG1 lines
+# (each master's outcome) in the server log.
 sub redlock_node
 {
 	my ($name, $redis, $extra_conf) = @_;
@@ -276,8 +279,6 @@ redlock.servers = '$guc'
 restart_after_crash = on
 log_statement = none
 lc_messages = 'C'
-# redlock logs each request's per-master outcome at DEBUG1: keep it for diagnosis.
-log_min_messages = debug1
 });
 	$node->append_conf('postgresql.conf', $extra_conf) if defined $extra_conf;
 	$node->start;

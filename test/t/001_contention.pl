@@ -12,7 +12,7 @@ use Time::HiRes qw(time usleep);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('contention', $redis);
+my $node = RedisMasters::redlock_node('contention', $redis, $RedisMasters::DEBUG_CONF);
 
 my $s1 = $node->background_psql('postgres', on_error_stop => 0);
 my $s2 = $node->background_psql('postgres', on_error_stop => 0);

@@ -12,7 +12,7 @@ use Time::HiRes qw(usleep);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('keys', $redis);
+my $node = RedisMasters::redlock_node('keys', $redis, $RedisMasters::DEBUG_CONF);
 my $s = $node->background_psql('postgres', on_error_stop => 0);
 
 # Checks KEY on all masters: same 40-hex token everywhere, MIN_MS < PTTL <= MAX_MS.  Polls

@@ -12,7 +12,7 @@ use Test::More;
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('scopes', $redis);
+my $node = RedisMasters::redlock_node('scopes', $redis, $RedisMasters::DEBUG_CONF);
 my $s = $node->background_psql('postgres', on_error_stop => 0);
 my $other = $node->background_psql('postgres', on_error_stop => 0);
 

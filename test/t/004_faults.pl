@@ -12,7 +12,7 @@ use Test::More;
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('faults', $redis);
+my $node = RedisMasters::redlock_node('faults', $redis, $RedisMasters::DEBUG_CONF);
 my $s = $node->background_psql('postgres', on_error_stop => 0);
 sql($s, "\\set VERBOSITY verbose");
 my @ports = $redis->ports;

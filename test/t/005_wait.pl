@@ -13,7 +13,7 @@ use Time::HiRes qw(time);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('wait', $redis);
+my $node = RedisMasters::redlock_node('wait', $redis, $RedisMasters::DEBUG_CONF);
 my $holder = $node->background_psql('postgres', on_error_stop => 0);
 my $waiter = $node->background_psql('postgres', on_error_stop => 0);
 
