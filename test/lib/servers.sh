@@ -4,6 +4,7 @@
 # Used by test/run and test/demo, as root.  Everything lives in one temp dir, RL_TMP:
 #
 #   rl_setup                 make RL_TMP (owned by postgres) and trap EXIT to clean up
+#   rl_check_ports N         fail, saying which, when a port needed is taken
 #   rl_start_masters N       start N redis-server masters on 127.0.0.1, ports from
 #                            RL_REDIS_BASE_PORT (default 56379) upwards; wait for PING
 #   rl_servers_guc           print the redlock.servers value naming the masters
@@ -52,6 +53,25 @@ rl_port_free()
 rl_as_postgres()
 {
 	(cd "$RL_TMP" && runuser -u postgres -- "$@")
+}
+
+# Succeeds when the ports of N masters and of the cluster are all free; otherwise says
+# which are taken and how to choose others, and fails.
+rl_check_ports()
+{
+	local n=${1:-5} i port busy=0
+	for ((i = 0; i < n; i++)); do
+		port=$((RL_REDIS_BASE_PORT + i))
+		if ! rl_port_free "$port"; then
+			echo "servers: ERROR: port $port is in use; choose other Redis ports with RL_REDIS_BASE_PORT=NNNN" >&2
+			busy=1
+		fi
+	done
+	if ! rl_port_free "$RL_PG_PORT"; then
+		echo "servers: ERROR: port $RL_PG_PORT is in use; choose another PostgreSQL port with RL_PG_PORT=NNNN" >&2
+		busy=1
+	fi
+	return "$busy"
 }
 
 # Makes the temp dir and installs the cleanup trap.
