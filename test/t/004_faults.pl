@@ -28,7 +28,10 @@ my ($out, $err, $secs);
 
 ($out) = sql($s, "SELECT redlock_acquire('warmup', 30000)");
 is($out, 't', 'acquire with all 5 masters up');
-sql($s, "SELECT redlock_release('warmup')");
+is(holders('warmup', 5), 5, 'all 5 masters hold the key');
+($out) = sql($s, "SELECT redlock_release('warmup')");
+is($out, 't', 'release with all 5 masters up');
+is(holders('warmup', 0), 0, 'the key is gone from every master');
 
 # --- 2 of 5 masters killed: still a majority ---
 
