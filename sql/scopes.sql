@@ -124,6 +124,23 @@ SELECT pg_sleep(0.2);
 SELECT redlock_extend('regress-short', 30000);
 COMMIT;
 
+-- Re-acquiring a lost lock at transaction scope starts afresh: the commit stands when
+-- no earlier transaction-scoped hold was lost ...
+BEGIN;
+SELECT redlock_acquire('regress-short', 50);
+SELECT pg_sleep(0.2);
+SELECT redlock_xact_acquire('regress-short', 30000);
+SELECT scope, session_holds, xact_holds FROM redlock_locks();
+COMMIT;
+SELECT count(*) FROM redlock_locks();
+-- ... and fails when work already ran under a transaction-scoped hold that was lost.
+BEGIN;
+SELECT redlock_xact_acquire('regress-short', 50);
+SELECT pg_sleep(0.2);
+SELECT redlock_xact_acquire('regress-short', 30000);
+COMMIT;
+SELECT count(*) FROM redlock_locks();
+
 -- Locks do not survive into a prepared transaction.
 BEGIN;
 SELECT redlock_acquire('regress-prep');

@@ -216,6 +216,36 @@ release_all_detached(DetachedLock *detached, int n, RedlockReleaseReport report)
 }
 
 /*
+ * Sets a new TTL on a held lock (spec §6).  Returns REDLOCK_HELD when extended,
+ * REDLOCK_FAILED when fewer than a quorum answered (nothing changed), REDLOCK_LOST when
+ * the lock is no longer ours: it is then forgotten and let go of on the masters, and
+ * a transaction-scoped hold on it makes this transaction's commit fail.
+ */
+static RedlockHoldStatus
+lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
+{
+	DetachedLock detached;
+	RedlockReleaseInfo info;
+
+	redlock_quorum_extend(lock->key, lock->token, ttl_ms, result);
+	if (result->status == REDLOCK_OK)
+	{
+		lock->ttl_ms = ttl_ms;
+		lock->valid_until_ms = result->valid_until_ms;
+		lock->nodes = result->accepted;
+		return REDLOCK_HELD;
+	}
+	if (result->status == REDLOCK_UNAVAILABLE)
+		return REDLOCK_FAILED;
+
+	if (count_holds(lock, false) > 0)
+		strlcpy(lost_xact_resource, lock->resource, sizeof(lost_xact_resource));
+	detached = lock_detach(lock);
+	release_detached(&detached, false, &info);
+	return REDLOCK_LOST;
+}
+
+/*
  * redlock_lock_acquire
  *		Adds a hold on resource at scope, acquiring the lock on the masters first when
  *		this backend does not hold it (spec §3, §4), or refreshing its TTL when it does
@@ -243,30 +273,21 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 
 	if (lock && lock->acquired)
 	{
-		/* Held already: stack a hold and refresh the TTL. */
-		hold_add(lock, scope);
-		redlock_quorum_extend(lock->key, lock->token, ttl_ms, result);
-		if (result->status == REDLOCK_OK)
+		/*
+		 * Held already: refresh the TTL, then stack a hold.  (An interrupted refresh
+		 * leaves nothing to undo.)
+		 */
+		RedlockHoldStatus status = lock_refresh(lock, ttl_ms, result);
+
+		if (status == REDLOCK_HELD)
 		{
-			lock->ttl_ms = ttl_ms;
-			lock->valid_until_ms = result->valid_until_ms;
-			lock->nodes = result->accepted;
+			hold_add(lock, scope);
 			return REDLOCK_HELD;
 		}
-		if (result->status == REDLOCK_UNAVAILABLE)
-		{
-			hold_remove(lock, lock->npending - 1);
+		if (status == REDLOCK_FAILED)
 			return REDLOCK_FAILED;
-		}
-
-		/* Lost: let go of whatever is left of it, then acquire afresh. */
-		{
-			DetachedLock detached = lock_detach(lock);
-			RedlockReleaseInfo info;
-
-			*was_lost = true;
-			release_detached(&detached, false, &info);
-		}
+		/* Lost, and forgotten: acquire afresh. */
+		*was_lost = true;
 		lock = NULL;
 	}
 
@@ -358,31 +379,10 @@ RedlockHoldStatus
 redlock_lock_extend(const char *resource, int ttl_ms, RedlockResult *result)
 {
 	HeldLock   *lock = lock_find(resource);
-	DetachedLock detached;
-	RedlockReleaseInfo info;
 
 	if (lock == NULL || !lock->acquired)
 		return REDLOCK_NOT_HELD;
-	if (ttl_ms == 0)
-		ttl_ms = lock->ttl_ms;
-
-	redlock_quorum_extend(lock->key, lock->token, ttl_ms, result);
-	if (result->status == REDLOCK_OK)
-	{
-		lock->ttl_ms = ttl_ms;
-		lock->valid_until_ms = result->valid_until_ms;
-		lock->nodes = result->accepted;
-		return REDLOCK_HELD;
-	}
-	if (result->status == REDLOCK_UNAVAILABLE)
-		return REDLOCK_FAILED;
-
-	/* Lost.  Work done under a transaction-scoped hold must not commit. */
-	if (count_holds(lock, false) > 0)
-		strlcpy(lost_xact_resource, lock->resource, sizeof(lost_xact_resource));
-	detached = lock_detach(lock);
-	release_detached(&detached, false, &info);
-	return REDLOCK_LOST;
+	return lock_refresh(lock, ttl_ms == 0 ? lock->ttl_ms : ttl_ms, result);
 }
 
 /*
