@@ -10,11 +10,16 @@
  *
  * A call stops waiting as soon as its outcome is decided (RedlockCommand.need), so a
  * slow or hung master does not slow down an acquire that a majority already granted.
- * The replies it did not wait for stay owed on their connections; Redis answers in
- * order, so the next call reads them first, counts them and drops them.  A connection
- * that owes replies and has made no progress for longer than redlock.timeout is taken
- * for hung and closed.  So is one that failed (I/O, protocol, timeout): it is re-opened
- * on the next call.
+ * The replies it did not wait for stay owed on their connections.  Each connection
+ * keeps, oldest first, what every owed reply is for (the handshake, or which call and
+ * which script command with its arguments); Redis answers in order, so the next call
+ * reads the old replies first, counts them and drops them, except that a script
+ * command answered NOSCRIPT is sent again whole with EVAL, whenever that reply is read:
+ * a release, an extension or an undo is never lost to an empty script cache.  New
+ * connections load the scripts (SCRIPT LOAD) in their handshake, so that NOSCRIPT is
+ * rare to begin with.  A connection that owes replies and has made no progress for
+ * longer than redlock.timeout is taken for hung and closed.  So is one that failed
+ * (I/O, protocol, timeout): it is re-opened on the next call.
  *
  * The wait is one WaitEventSet over every socket, the latch and postmaster death, kept
  * for the backend's life and rebuilt only when a connection opens or closes.  Query
@@ -37,11 +42,28 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/wait_event.h"
 
 #include <hiredis/hiredis.h>
 
 #include "redlock.h"
+
+/*
+ * A reply a connection still owes.  call_id 0 is the handshake (AUTH, SELECT, SCRIPT
+ * LOAD).  For a script command the arguments are kept (args, palloc'd in
+ * NodeContext), so that it can be sent again with EVAL if the master answers NOSCRIPT.
+ */
+typedef struct OwedReply
+{
+	uint64		call_id;
+	const RedlockScript *script;
+	bool		eval;			/* sent with EVAL already */
+	int			argc;
+	const char *argv[REDLOCK_MAX_ARGS];
+	size_t		argvlen[REDLOCK_MAX_ARGS];
+	char	   *args;			/* the block argv points into */
+} OwedReply;
 
 /*
  * A configured master.  When ctx is NULL the connection is closed and the fields
@@ -54,8 +76,10 @@ typedef struct RedlockNode
 	redisContext *ctx;
 	bool		connecting;		/* non-blocking connect not yet confirmed */
 	bool		writing;		/* output not all sent yet */
-	int			owed_replies;	/* replies the server still owes on ctx, ... */
-	int			handshake_owed; /* ... of which the first are for AUTH/SELECT */
+	OwedReply  *owed;			/* ring of owed replies, oldest at owed_head */
+	int			owed_head;
+	int			owed_len;
+	int			owed_cap;
 	double		progress_ms;	/* last reply, or when it began to owe one */
 	int			event_pos;		/* position in wait_set */
 	uint32		event_mask;		/* socket events registered there */
@@ -65,13 +89,18 @@ typedef struct RedlockNode
 typedef struct NodeCall
 {
 	bool		active;			/* still waiting for this call's reply */
-	bool		eval_sent;		/* NOSCRIPT answered with EVAL already */
-	int			stale_replies;	/* replies to earlier calls, to read first */
 	double		deadline_ms;
 } NodeCall;
 
 static RedlockNode *nodes = NULL;
 static int	node_count = 0;
+static MemoryContext NodeContext = NULL;	/* owed-reply rings and their arguments */
+static uint64 call_counter = 0;
+
+/* The scripts every connection loads in its handshake. */
+#define REDLOCK_MAX_SCRIPTS 4
+static RedlockScript *scripts[REDLOCK_MAX_SCRIPTS];
+static int	script_count = 0;
 static uint64 nodes_generation = 0;
 static bool nodes_built = false;
 
@@ -79,7 +108,88 @@ static bool nodes_built = false;
 static WaitEventSet *wait_set = NULL;
 static bool wait_set_stale = true;
 
-/* Closes node's connection, if any. */
+/*
+ * Logs, at the tail of node's ring, a reply that a command about to be appended will
+ * owe.  Done before the append, since it may raise (out of memory) and hiredis must
+ * never hold a command whose reply nobody expects.
+ */
+static OwedReply *
+owed_push(RedlockNode *node, uint64 call_id, const RedlockScript *script, bool eval,
+		  int argc, const char *const *argv, const size_t *argvlen)
+{
+	OwedReply  *entry;
+
+	if (node->owed_len == node->owed_cap)
+	{
+		int			newcap = Max(8, node->owed_cap * 2);
+		OwedReply  *ring = MemoryContextAlloc(NodeContext, newcap * sizeof(OwedReply));
+
+		for (int k = 0; k < node->owed_len; k++)
+			ring[k] = node->owed[(node->owed_head + k) % node->owed_cap];
+		if (node->owed)
+			pfree(node->owed);
+		node->owed = ring;
+		node->owed_cap = newcap;
+		node->owed_head = 0;
+	}
+	entry = &node->owed[(node->owed_head + node->owed_len) % node->owed_cap];
+	memset(entry, 0, sizeof(*entry));
+	entry->call_id = call_id;
+	entry->script = script;
+	entry->eval = eval;
+	if (script)
+	{
+		size_t		total = 0;
+		char	   *p;
+
+		for (int k = 0; k < argc; k++)
+			total += argvlen[k] + 1;
+		entry->args = p = MemoryContextAlloc(NodeContext, Max(total, 1));
+		for (int k = 0; k < argc; k++)
+		{
+			memcpy(p, argv[k], argvlen[k]);
+			p[argvlen[k]] = '\0';
+			entry->argv[k] = p;
+			entry->argvlen[k] = argvlen[k];
+			p += argvlen[k] + 1;
+		}
+		entry->argc = argc;
+	}
+	if (node->owed_len++ == 0)
+		node->progress_ms = redlock_clock_ms();
+	return entry;
+}
+
+/* Takes the oldest owed reply off node's ring into *entry (free with owed_free). */
+static void
+owed_pop(RedlockNode *node, OwedReply *entry)
+{
+	Assert(node->owed_len > 0);
+	*entry = node->owed[node->owed_head];
+	node->owed_head = (node->owed_head + 1) % node->owed_cap;
+	node->owed_len--;
+}
+
+/* Forgets the newest owed reply (its command could not be appended). */
+static void
+owed_drop_newest(RedlockNode *node)
+{
+	OwedReply  *entry = &node->owed[(node->owed_head + node->owed_len - 1) % node->owed_cap];
+
+	if (entry->args)
+		pfree(entry->args);
+	node->owed_len--;
+}
+
+static void
+owed_free(OwedReply *entry)
+{
+	if (entry->args)
+		pfree(entry->args);
+	entry->args = NULL;
+}
+
+/* Closes node's connection, if any, forgetting what it owed. */
 static void
 node_close(int i)
 {
@@ -92,8 +202,13 @@ node_close(int i)
 	node->ctx = NULL;
 	node->connecting = false;
 	node->writing = false;
-	node->owed_replies = 0;
-	node->handshake_owed = 0;
+	while (node->owed_len > 0)
+	{
+		OwedReply	entry;
+
+		owed_pop(node, &entry);
+		owed_free(&entry);
+	}
 	wait_set_stale = true;
 	redlock_stats_node(i)->connected = false;
 }
@@ -118,6 +233,10 @@ nodes_refresh(void)
 	if (nodes_built && nodes_generation == redlock_connection_generation)
 		return;
 
+	if (NodeContext == NULL)
+		NodeContext = AllocSetContextCreate(TopMemoryContext, "redlock connections",
+											ALLOCSET_SMALL_SIZES);
+
 	/* Close with the old array, whose figures still describe the old nodes. */
 	for (int i = 0; i < node_count; i++)
 	{
@@ -129,6 +248,7 @@ nodes_refresh(void)
 			ReleaseExternalFD();
 		}
 	}
+	MemoryContextReset(NodeContext);
 	wait_set_stale = true;
 	if (nodes)
 		pfree(nodes);
@@ -171,16 +291,20 @@ redlock_node_name(int node)
 }
 
 /*
- * redlock_script_init
- *		Computes script->sha1 from script->body, for EVALSHA.  Needs a resource owner.
- *		Raises ERROR (XX000) if the SHA-1 cannot be computed, which does not happen in
- *		practice.
+ * Computes script->sha1 from script->body, for EVALSHA.  Hashing needs a resource
+ * owner, which backend exit no longer has; until it is known, EVAL sends the body.
+ * Raises ERROR (XX000) if the SHA-1 cannot be computed, which does not happen in
+ * practice.
  */
-void
-redlock_script_init(RedlockScript *script)
+static void
+script_hash(RedlockScript *script)
 {
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA1);
+	pg_cryptohash_ctx *ctx;
 	uint8		digest[20];
+
+	if (script->sha1[0] != '\0' || CurrentResourceOwner == NULL)
+		return;
+	ctx = pg_cryptohash_create(PG_SHA1);
 
 	if (ctx == NULL ||
 		pg_cryptohash_init(ctx) < 0 ||
@@ -190,6 +314,24 @@ redlock_script_init(RedlockScript *script)
 	pg_cryptohash_free(ctx);
 	for (int i = 0; i < 20; i++)
 		snprintf(script->sha1 + i * 2, 3, "%02x", digest[i]);
+}
+
+/*
+ * redlock_script_register
+ *		Makes script known to this layer: new connections load it in their handshake,
+ *		and script commands run it with EVALSHA.  At most REDLOCK_MAX_SCRIPTS scripts;
+ *		registering one twice does nothing.  Raises ERROR (XX000) only if hashing fails.
+ */
+void
+redlock_script_register(RedlockScript *script)
+{
+	for (int i = 0; i < script_count; i++)
+		if (scripts[i] == script)
+			return;
+	if (script_count == REDLOCK_MAX_SCRIPTS)
+		elog(ERROR, "too many redlock scripts");
+	scripts[script_count++] = script;
+	script_hash(script);
 }
 
 /* Records a failure of node i in this call and closes its connection. */
@@ -206,45 +348,56 @@ node_fail(int i, NodeCall *call, RedlockNodeOutcome *outcome, const char *why)
 	node_close(i);
 }
 
-/* Appends one command to node's output buffer; false when hiredis fails. */
+/*
+ * Appends one command to node's output buffer, logging the reply it will owe (for
+ * call_id; for a script command, with its arguments).  False when hiredis fails.
+ */
 static bool
-node_append(RedlockNode *node, int argc, const char **argv, const size_t *argvlen)
+node_append(RedlockNode *node, uint64 call_id, const RedlockScript *script, bool eval,
+			int argc, const char **argv, const size_t *argvlen,
+			int script_argc, const char *const *script_argv, const size_t *script_argvlen)
 {
+	owed_push(node, call_id, script, eval, script_argc, script_argv, script_argvlen);
 	if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK)
+	{
+		owed_drop_newest(node);
 		return false;
-	if (node->owed_replies++ == 0)
-		node->progress_ms = redlock_clock_ms();
+	}
 	node->writing = true;
 	return true;
 }
 
-/* Appends command as EVALSHA (or EVAL: asked for, or no SHA-1 known) or as itself. */
+/*
+ * Appends a command for call_id: argv as it is, or, with a script, EVALSHA (EVAL when
+ * asked for or no SHA-1 is known) of the script with one key, argv[0].
+ */
 static bool
-node_append_command(RedlockNode *node, const RedlockCommand *command, bool eval)
+node_append_command(RedlockNode *node, uint64 call_id, const RedlockScript *script,
+					bool eval, int argc, const char *const *argv, const size_t *argvlen)
 {
-	const char *argv[REDLOCK_MAX_ARGS + 3];
-	size_t		argvlen[REDLOCK_MAX_ARGS + 3];
-	int			argc = 0;
+	const char *full[REDLOCK_MAX_ARGS + 3];
+	size_t		fulllen[REDLOCK_MAX_ARGS + 3];
+	int			n = 0;
 
-	if (command->script)
+	if (script)
 	{
-		eval = eval || command->script->sha1[0] == '\0';
-		argv[argc] = eval ? "EVAL" : "EVALSHA";
-		argvlen[argc] = strlen(argv[argc]);
-		argc++;
-		argv[argc] = eval ? command->script->body : command->script->sha1;
-		argvlen[argc] = strlen(argv[argc]);
-		argc++;
-		argv[argc] = "1";		/* one key: argv[0] */
-		argvlen[argc] = 1;
-		argc++;
+		eval = eval || script->sha1[0] == '\0';
+		full[n] = eval ? "EVAL" : "EVALSHA";
+		fulllen[n] = strlen(full[n]);
+		n++;
+		full[n] = eval ? script->body : script->sha1;
+		fulllen[n] = strlen(full[n]);
+		n++;
+		full[n] = "1";
+		fulllen[n] = 1;
+		n++;
 	}
-	for (int i = 0; i < command->argc; i++, argc++)
+	for (int k = 0; k < argc; k++, n++)
 	{
-		argv[argc] = command->argv[i];
-		argvlen[argc] = command->argvlen[i];
+		full[n] = argv[k];
+		fulllen[n] = argvlen[k];
 	}
-	if (!node_append(node, argc, argv, argvlen))
+	if (!node_append(node, call_id, script, eval, n, full, fulllen, argc, argv, argvlen))
 		return false;
 	redlock_stats_node(node - nodes)->requests++;
 	return true;
@@ -283,8 +436,6 @@ node_open(int i, char *why, size_t whylen)
 	}
 	node->connecting = true;
 	node->writing = false;
-	node->owed_replies = 0;
-	node->handshake_owed = 0;
 	wait_set_stale = true;
 
 	if (redlock_password && redlock_password[0] != '\0')
@@ -302,9 +453,8 @@ node_open(int i, char *why, size_t whylen)
 		argv[argc] = redlock_password;
 		argvlen[argc] = strlen(redlock_password);
 		argc++;
-		if (!node_append(node, argc, argv, argvlen))
+		if (!node_append(node, 0, NULL, false, argc, argv, argvlen, 0, NULL, NULL))
 			goto oom;
-		node->handshake_owed++;
 	}
 	if (redlock_database != 0)
 	{
@@ -313,9 +463,19 @@ node_open(int i, char *why, size_t whylen)
 		argvlen[0] = 6;
 		argv[1] = dbnum;
 		argvlen[1] = strlen(dbnum);
-		if (!node_append(node, 2, argv, argvlen))
+		if (!node_append(node, 0, NULL, false, 2, argv, argvlen, 0, NULL, NULL))
 			goto oom;
-		node->handshake_owed++;
+	}
+	for (int k = 0; k < script_count; k++)
+	{
+		argv[0] = "SCRIPT";
+		argvlen[0] = 6;
+		argv[1] = "LOAD";
+		argvlen[1] = 4;
+		argv[2] = scripts[k]->body;
+		argvlen[2] = strlen(scripts[k]->body);
+		if (!node_append(node, 0, NULL, false, 3, argv, argvlen, 0, NULL, NULL))
+			goto oom;
 	}
 	return true;
 
@@ -369,12 +529,13 @@ record_reply(const redisReply *reply, RedlockNodeOutcome *outcome)
 }
 
 /*
- * Reads what node i sent and consumes every complete reply: handshake replies, then
- * replies owed to earlier calls, then this call's.
+ * Reads what node i sent and consumes every complete reply, oldest first: handshake
+ * replies, replies owed to earlier calls (counted and dropped), then call_id's.  A
+ * script command answered NOSCRIPT, whichever call it belongs to, is sent again whole
+ * with EVAL.
  */
 static void
-node_read(int i, NodeCall *call, const RedlockCommand *command, double start_ms,
-		  RedlockNodeOutcome *outcome)
+node_read(int i, NodeCall *call, uint64 call_id, double start_ms, RedlockNodeOutcome *outcome)
 {
 	RedlockNode *node = &nodes[i];
 	RedlockNodeFigures *figures = redlock_stats_node(i);
@@ -388,6 +549,7 @@ node_read(int i, NodeCall *call, const RedlockCommand *command, double start_ms,
 	{
 		void	   *data = NULL;
 		redisReply *reply;
+		OwedReply	entry;
 		char		why[REDLOCK_NODE_ERROR_LEN];
 
 		if (redisGetReply(node->ctx, &data) != REDIS_OK)
@@ -399,55 +561,43 @@ node_read(int i, NodeCall *call, const RedlockCommand *command, double start_ms,
 			return;				/* need more bytes */
 		reply = data;
 
-		if (node->owed_replies == 0)
+		if (node->owed_len == 0)
 		{
 			/* Nothing was owed: the stream is out of step. */
 			freeReplyObject(reply);
 			node_fail(i, call, outcome, "unexpected reply");
 			return;
 		}
-		node->owed_replies--;
+		owed_pop(node, &entry);
 		node->progress_ms = redlock_clock_ms();
 
-		if (node->handshake_owed > 0)
+		if (entry.call_id == 0)
 		{
-			/* AUTH or SELECT: only an error matters, and it ends this connection. */
-			node->handshake_owed--;
-			if (reply->type == REDIS_REPLY_ERROR)
-			{
+			/* Handshake: only an error matters, and it ends this connection. */
+			bool		failed = (reply->type == REDIS_REPLY_ERROR);
+
+			if (failed)
 				snprintf(why, sizeof(why), "%.*s", (int) reply->len, reply->str);
-				freeReplyObject(reply);
+			freeReplyObject(reply);
+			if (failed)
+			{
 				node_fail(i, call, outcome, why);
 				return;
 			}
-			freeReplyObject(reply);
-			continue;
-		}
-		figures->replies++;
-
-		if (call->stale_replies > 0)
-		{
-			/* A reply an earlier call decided without: counted, then dropped. */
-			call->stale_replies--;
-			figures->late_replies++;
-			freeReplyObject(reply);
 			continue;
 		}
 
-		if (!call->active)
-		{
-			freeReplyObject(reply);
-			node_fail(i, call, outcome, "unexpected reply");
-			return;
-		}
-
-		if (command->script && !call->eval_sent && reply->type == REDIS_REPLY_ERROR &&
+		if (entry.script && !entry.eval && reply->type == REDIS_REPLY_ERROR &&
 			strncmp(reply->str, "NOSCRIPT", 8) == 0)
 		{
-			/* The master does not have the script cached: send it whole, once. */
+			/* The master's script cache is empty: send this very command whole. */
+			bool		appended;
+
 			freeReplyObject(reply);
-			call->eval_sent = true;
-			if (!node_append_command(node, command, true))
+			appended = node_append_command(node, entry.call_id, entry.script, true,
+										   entry.argc, entry.argv, entry.argvlen);
+			owed_free(&entry);
+			if (!appended)
 			{
 				node_fail(i, call, outcome, "out of memory");
 				return;
@@ -455,9 +605,20 @@ node_read(int i, NodeCall *call, const RedlockCommand *command, double start_ms,
 			node_write(i, call, outcome);
 			continue;
 		}
+		figures->replies++;
+
+		if (entry.call_id != call_id || !call->active)
+		{
+			/* A reply an earlier call decided without: counted, then dropped. */
+			figures->late_replies++;
+			freeReplyObject(reply);
+			owed_free(&entry);
+			continue;
+		}
 
 		record_reply(reply, outcome);
 		freeReplyObject(reply);
+		owed_free(&entry);
 		call->active = false;
 		outcome->elapsed_ms = node->progress_ms - start_ms;
 		figures->last_rtt_ms = outcome->elapsed_ms;
@@ -543,7 +704,7 @@ wait_set_refresh(void)
 
 /*
  * True when the call's outcome is decided (see RedlockCommand): need nodes accepted,
- * or that has become impossible and it is certain whether need nodes answered.
+ * or enough refused that they cannot.
  */
 static bool
 call_decided(const RedlockCommand *command, const NodeCall *calls,
@@ -572,8 +733,13 @@ call_decided(const RedlockCommand *command, const NodeCall *calls,
 		return false;
 	if (accepted >= command->need)
 		return true;
-	return accepted + waiting < command->need &&
-		(accepted + refused >= command->need || failed > n - command->need);
+
+	/*
+	 * Refused for certain by enough answers: decided.  When failures are what makes
+	 * success impossible, the others are still awaited (within their deadlines), so
+	 * that an error can say exactly which masters answered and which did not.
+	 */
+	return accepted + waiting < command->need && accepted + refused >= command->need;
 }
 
 /*
@@ -581,8 +747,8 @@ call_decided(const RedlockCommand *command, const NodeCall *calls,
  * pass.  In cleanup, interrupts are not serviced and postmaster death ends the wait.
  */
 static void
-wait_for_nodes(const RedlockCommand *command, NodeCall *calls, bool cleanup,
-			   double start_ms, RedlockNodeOutcome *outcomes)
+wait_for_nodes(const RedlockCommand *command, uint64 call_id, NodeCall *calls,
+			   bool cleanup, double start_ms, RedlockNodeOutcome *outcomes)
 {
 	int			n = node_count;
 	WaitEvent	events[REDLOCK_MAX_NODES + 2];
@@ -647,7 +813,7 @@ wait_for_nodes(const RedlockCommand *command, NodeCall *calls, bool cleanup,
 			if (node->ctx && node->writing && (events[e].events & WL_SOCKET_WRITEABLE))
 				node_write(i, &calls[i], &outcomes[i]);
 			if (node->ctx && (events[e].events & WL_SOCKET_READABLE))
-				node_read(i, &calls[i], command, start_ms, &outcomes[i]);
+				node_read(i, &calls[i], call_id, start_ms, &outcomes[i]);
 		}
 	}
 
@@ -678,6 +844,10 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 {
 	NodeCall	calls[REDLOCK_MAX_NODES];
 	double		start_ms = redlock_clock_ms();
+	uint64		call_id = ++call_counter;
+
+	for (int k = 0; k < script_count; k++)
+		script_hash(scripts[k]);
 
 	for (int i = 0; i < node_count; i++)
 	{
@@ -687,20 +857,14 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 
 		memset(call, 0, sizeof(*call));
 		memset(&outcomes[i], 0, sizeof(outcomes[i]));
-		call->active = true;
 
 		/*
 		 * Read what earlier calls left owed (this also notices a connection the
 		 * server closed); one that still owes replies and has gone quiet is hung.
 		 */
-		if (node->ctx && node->owed_replies > 0 && !node->connecting)
-		{
-			call->stale_replies = node->owed_replies - node->handshake_owed;
-			call->active = false;
-			node_read(i, call, command, start_ms, &outcomes[i]);
-			call->active = true;
-		}
-		if (node->ctx && node->owed_replies > 0 &&
+		if (node->ctx && node->owed_len > 0 && !node->connecting)
+			node_read(i, call, call_id, start_ms, &outcomes[i]);
+		if (node->ctx && node->owed_len > 0 &&
 			start_ms - node->progress_ms >
 			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms))
 		{
@@ -710,6 +874,7 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 			node_close(i);
 		}
 
+		call->active = true;
 		if (node->ctx == NULL && !node_open(i, why, sizeof(why)))
 		{
 			node_fail(i, call, &outcomes[i], why);
@@ -717,9 +882,9 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 		}
 		call->deadline_ms = start_ms +
 			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
-		call->stale_replies = node->owed_replies - node->handshake_owed;
 
-		if (!node_append_command(node, command, false))
+		if (!node_append_command(node, call_id, command->script, false, command->argc,
+								 command->argv, command->argvlen))
 		{
 			node_fail(i, call, &outcomes[i], "out of memory");
 			continue;
@@ -729,5 +894,5 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 			node_write(i, call, &outcomes[i]);
 	}
 
-	wait_for_nodes(command, calls, cleanup, start_ms, outcomes);
+	wait_for_nodes(command, call_id, calls, cleanup, start_ms, outcomes);
 }

@@ -18,7 +18,6 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "storage/latch.h"
-#include "utils/resowner.h"
 #include "utils/wait_event.h"
 
 #include "redlock.h"
@@ -35,7 +34,6 @@ static RedlockScript extend_script = {
 	"return redis.call(\"pexpire\", KEYS[1], ARGV[2]) else return 0 end"
 };
 
-static bool scripts_ready = false;
 
 /*
  * redlock_clock_ms
@@ -74,10 +72,15 @@ clock_drift_ms(int ttl_ms)
 	return ttl_ms * redlock_clock_drift_factor + 2.0;
 }
 
-/* Starts result for an operation over the current node set. */
+/*
+ * Starts result for an operation over the current node set.  The scripts are made
+ * known first, so that every new connection loads them in its handshake.
+ */
 static void
 result_init(RedlockResult *result)
 {
+	redlock_script_register(&release_script);
+	redlock_script_register(&extend_script);
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_node_count();
 	result->quorum = result->node_count / 2 + 1;
@@ -171,16 +174,6 @@ run_script(RedlockScript *script, const char *key, const char *token, const char
 {
 	RedlockCommand command = {0};
 
-	/*
-	 * Hashing needs a resource owner, which backend exit no longer has; without the
-	 * SHA-1 the node layer sends the whole script with EVAL.
-	 */
-	if (!scripts_ready && CurrentResourceOwner != NULL)
-	{
-		redlock_script_init(&release_script);
-		redlock_script_init(&extend_script);
-		scripts_ready = true;
-	}
 	command.need = need;
 	command.accept = accept_one;
 	command.script = script;

@@ -112,7 +112,7 @@ typedef struct RedlockCommand
 	size_t		argvlen[REDLOCK_MAX_ARGS];
 } RedlockCommand;
 
-extern void redlock_script_init(RedlockScript *script);
+extern void redlock_script_register(RedlockScript *script);
 extern int	redlock_node_count(void);
 extern const char *redlock_node_name(int node);
 extern void redlock_nodes_run(const RedlockCommand *command, bool cleanup,
