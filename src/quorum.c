@@ -187,14 +187,20 @@ run_script(RedlockScript *script, const char *key, const char *token, const char
 	redlock_nodes_run(&command, cleanup, outcomes);
 }
 
-/* Counts replies that are the integer 1 (accepted) and integer replies (answered). */
+/*
+ * Counts replies that are the integer 1 (accepted), integer replies (answered), and
+ * failures.
+ */
 static void
 count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
 {
 	result->accepted = 0;
 	result->answered = 0;
+	result->failed = 0;
 	for (int i = 0; i < result->node_count; i++)
 	{
+		if (outcomes[i].kind == REDLOCK_REPLY_NONE || outcomes[i].kind == REDLOCK_REPLY_ERROR)
+			result->failed++;
 		if (outcomes[i].kind != REDLOCK_REPLY_INTEGER)
 			continue;
 		result->answered++;
@@ -294,12 +300,15 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 		now = redlock_clock_ms();
 		debug_outcomes("acquire", key, outcomes, result->node_count, now - start_ms);
 
+		result->failed = 0;
 		for (int i = 0; i < result->node_count; i++)
 		{
 			if (outcomes[i].kind == REDLOCK_REPLY_OK)
 				accepted++;
 			if (outcomes[i].kind == REDLOCK_REPLY_OK || outcomes[i].kind == REDLOCK_REPLY_NIL)
 				answered++;
+			if (outcomes[i].kind == REDLOCK_REPLY_NONE || outcomes[i].kind == REDLOCK_REPLY_ERROR)
+				result->failed++;
 		}
 		result->accepted = accepted;
 		result->answered = answered;

@@ -183,6 +183,7 @@ typedef struct RedlockResult
 	int			quorum;			/* node_count / 2 + 1 */
 	int			accepted;		/* nodes that said yes (set, deleted, extended) */
 	int			answered;		/* nodes that replied at all */
+	int			failed;			/* nodes that failed (no reply, or an error reply) */
 	int			attempts;		/* acquire attempts made */
 	double		elapsed_ms;		/* duration of the attempt that decided */
 	double		valid_until_ms; /* monotonic end of validity (after REDLOCK_OK) */
