@@ -6,21 +6,22 @@
 #   rl_setup                 make RL_TMP (owned by postgres) and trap EXIT to clean up
 #   rl_check_ports N         fail, saying which, when a port needed is taken
 #   rl_start_masters N       start N redis-server masters on 127.0.0.1, ports from
-#                            RL_REDIS_BASE_PORT (default 56379) upwards; wait for PING
+#                            RL_REDIS_BASE_PORT (default 28379) upwards; wait for PING
 #   rl_servers_guc           print the redlock.servers value naming the masters
 #   rl_kill_master I         SIGKILL master I (0-based)
-#   rl_start_cluster         initdb + start a cluster on port RL_PG_PORT (default 55432),
+#   rl_start_cluster         initdb + start a cluster on port RL_PG_PORT (default 28432),
 #                            unix socket only, in RL_TMP/sock, redlock.servers set
 #   rl_psql ARGS...          psql as postgres against the scratch cluster
 #   rl_stop_all              stop the cluster and every master, by PID
 #   rl_cleanup               rl_stop_all, then remove RL_TMP (the EXIT trap)
 #
 # Ports are checked before use: a port something already listens on is an error, with a
-# hint to choose others through the environment.
+# hint to choose others through the environment.  The defaults sit below Linux's ephemeral
+# range (32768-60999), where an outgoing connection could hold them.
 
 RL_PGBIN=${RL_PGBIN:-/usr/lib/postgresql/15/bin}
-RL_REDIS_BASE_PORT=${RL_REDIS_BASE_PORT:-56379}
-RL_PG_PORT=${RL_PG_PORT:-55432}
+RL_REDIS_BASE_PORT=${RL_REDIS_BASE_PORT:-28379}
+RL_PG_PORT=${RL_PG_PORT:-28432}
 RL_TMP=
 RL_REDIS_PORTS=()
 RL_REDIS_DIRS=()
