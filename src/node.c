@@ -90,6 +90,7 @@ typedef struct NodeCall
 {
 	bool		active;			/* still waiting for this call's reply */
 	double		deadline_ms;
+	bool		polled_after_deadline;	/* a wait begun past the deadline has run */
 } NodeCall;
 
 static RedlockNode *nodes = NULL;
@@ -646,7 +647,10 @@ node_finish_connect(int i, NodeCall *call, RedlockNodeOutcome *outcome)
 	node->connecting = false;
 	redlock_stats_node(i)->connected = true;
 	if (call->active)
+	{
 		call->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
+		call->polled_after_deadline = false;
+	}
 }
 
 /* The socket events node waits for now. */
@@ -759,12 +763,17 @@ wait_for_nodes(const RedlockCommand *command, uint64 call_id, NodeCall *calls,
 		double		next_deadline = -1;
 		int			nevents;
 
-		/* Fail nodes past their deadline; find the nearest remaining one. */
+		/*
+		 * Nodes whose deadline passed before an earlier wait that polled at once (so
+		 * whatever they had sent was read) have timed out.  Checking only after such
+		 * a poll means a backend that was itself paused (descheduled, stopped) past
+		 * the deadlines still reads the replies that arrived meanwhile.
+		 */
 		for (int i = 0; i < n; i++)
 		{
 			if (!calls[i].active)
 				continue;
-			if (now >= calls[i].deadline_ms)
+			if (calls[i].polled_after_deadline)
 			{
 				char		why[REDLOCK_NODE_ERROR_LEN];
 
@@ -778,9 +787,12 @@ wait_for_nodes(const RedlockCommand *command, uint64 call_id, NodeCall *calls,
 		}
 		if (next_deadline < 0)
 			break;
+		for (int i = 0; i < n; i++)
+			if (calls[i].active && calls[i].deadline_ms <= now)
+				calls[i].polled_after_deadline = true;
 
 		wait_set_refresh();
-		nevents = WaitEventSetWait(wait_set, (long) ceil(next_deadline - now), events,
+		nevents = WaitEventSetWait(wait_set, (long) Max(ceil(next_deadline - now), 0), events,
 								   lengthof(events), PG_WAIT_EXTENSION);
 
 		for (int e = 0; e < nevents; e++)
