@@ -892,9 +892,6 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 			node_fail(i, call, &outcomes[i], why);
 			continue;
 		}
-		call->deadline_ms = start_ms +
-			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
-
 		if (!node_append_command(node, call_id, command->script, false, command->argc,
 								 command->argv, command->argvlen))
 		{
@@ -904,6 +901,13 @@ redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcom
 		/* A ready connection can take the request now, before we wait. */
 		if (!node->connecting)
 			node_write(i, call, &outcomes[i]);
+
+		/*
+		 * The deadline runs from when this node's request went out, so that a backend
+		 * paused between two nodes does not give the later ones less time.
+		 */
+		call->deadline_ms = redlock_clock_ms() +
+			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
 	}
 
 	wait_for_nodes(command, call_id, calls, cleanup, start_ms, outcomes);
