@@ -716,16 +716,14 @@ call_decided(const RedlockCommand *command, const NodeCall *calls,
 {
 	int			accepted = 0,
 				refused = 0,
-				failed = 0,
 				waiting = 0;
 
 	for (int i = 0; i < n; i++)
 	{
 		if (calls[i].active)
 			waiting++;
-		else if (outcomes[i].kind == REDLOCK_REPLY_NONE ||
-				 outcomes[i].kind == REDLOCK_REPLY_ERROR)
-			failed++;
+		else if (redlock_outcome_failed(&outcomes[i]))
+			continue;
 		else if (command->accept(&outcomes[i]))
 			accepted++;
 		else

@@ -151,7 +151,7 @@ collect_node_errors(const RedlockNodeOutcome *outcomes, int n)
 	initStringInfo(&buf);
 	for (int i = 0; i < n; i++)
 	{
-		if (outcomes[i].kind != REDLOCK_REPLY_NONE && outcomes[i].kind != REDLOCK_REPLY_ERROR)
+		if (!redlock_outcome_failed(&outcomes[i]))
 			continue;
 		appendStringInfo(&buf, "%s%s: %s", buf.len > 0 ? "\n" : "",
 						 redlock_node_name(i), outcomes[i].error);
@@ -199,7 +199,7 @@ count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
 	result->failed = 0;
 	for (int i = 0; i < result->node_count; i++)
 	{
-		if (outcomes[i].kind == REDLOCK_REPLY_NONE || outcomes[i].kind == REDLOCK_REPLY_ERROR)
+		if (redlock_outcome_failed(&outcomes[i]))
 			result->failed++;
 		if (outcomes[i].kind != REDLOCK_REPLY_INTEGER)
 			continue;
@@ -262,7 +262,6 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 					   RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
-	RedlockNodeOutcome *undo;
 	RedlockCommand command = {0};
 	char		ttl_text[16];
 	double		deadline_ms;
@@ -271,7 +270,6 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 	result_init(result);
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
-	undo = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
 
 	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
@@ -307,7 +305,7 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 				accepted++;
 			if (outcomes[i].kind == REDLOCK_REPLY_OK || outcomes[i].kind == REDLOCK_REPLY_NIL)
 				answered++;
-			if (outcomes[i].kind == REDLOCK_REPLY_NONE || outcomes[i].kind == REDLOCK_REPLY_ERROR)
+			if (redlock_outcome_failed(&outcomes[i]))
 				result->failed++;
 		}
 		result->accepted = accepted;
@@ -324,29 +322,30 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 			break;
 		}
 
+		result->status = answered < result->quorum ? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
+		if (result->status == REDLOCK_UNAVAILABLE)
+			result->node_errors = collect_node_errors(outcomes, result->node_count);
+
 		/*
 		 * Spec §3 step 5: undo on every master at once, including those that did not
 		 * answer, since a request that timed out may still have set the key.  Nobody
-		 * waits for the replies: each connection reads them before its next use.
+		 * waits for the replies (each connection reads them before its next use), so
+		 * the outcomes, read above, can be written over.
 		 */
 		if (accepted > 0 || answered < result->node_count)
-			run_script(&release_script, key, token, NULL, -1, false, undo);
+			run_script(&release_script, key, token, NULL, -1, false, outcomes);
 
-		if (answered < result->quorum)
+		if (result->status == REDLOCK_UNAVAILABLE)
 		{
-			result->status = REDLOCK_UNAVAILABLE;
-			result->node_errors = collect_node_errors(outcomes, result->node_count);
 			redlock_stats_count(REDLOCK_STAT_UNAVAILABLE);
 			break;
 		}
-		result->status = REDLOCK_BUSY;
 		redlock_stats_count(REDLOCK_STAT_BUSY);
 		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
 			break;
 		retry_sleep(deadline_ms);
 	}
 	pfree(outcomes);
-	pfree(undo);
 }
 
 /*

@@ -83,6 +83,13 @@ typedef struct RedlockNodeOutcome
 	char		error[REDLOCK_NODE_ERROR_LEN];	/* failure or error reply text, or "" */
 } RedlockNodeOutcome;
 
+/* True when a node failed: no reply at all, or an error reply from Redis. */
+static inline bool
+redlock_outcome_failed(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_NONE || outcome->kind == REDLOCK_REPLY_ERROR;
+}
+
 /* A Lua script run with EVALSHA, and with EVAL on a node that answers NOSCRIPT. */
 typedef struct RedlockScript
 {
