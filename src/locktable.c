@@ -262,7 +262,9 @@ lock_mark_lost(HeldLock *lock)
  * NULL).  Returns what happened to each (palloc'd, n entries).  Each is marked releasing first, so that an interrupted round leaves them in
  * the table for the next cleanup.  cleanup: on commit, abort and exit (bounded, deaf to
  * interrupts; nothing on the network when error recovery is itself in trouble).
- * wait_all: wait for every master, for exit.
+ * wait_all: wait for every master (within its one deadline) rather than only for a
+ * decision: cleanup passes it, since no later call may come to send what a new
+ * connection's handshake held back or to read late replies.
  */
 static RedlockReleaseInfo *
 release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleaseReport report)
@@ -701,8 +703,8 @@ end_xact_holds(HeldLock *lock, void *arg)
  *		Ends the top-level transaction for the lock table.  At commit the session holds
  *		it added become permanent; at commit or abort its transaction holds end, and at
  *		abort its session holds too.  Locks left with no hold (or whose acquire was cut
- *		short) are released on the masters in one round, in cleanup mode (bounded,
- *		never raising on network trouble), and passed to report.
+ *		short) are released on the masters in one round, in cleanup mode (one deadline
+ *		per master, never raising on network trouble), and passed to report.
  */
 void
 redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
@@ -714,7 +716,7 @@ redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 	if (pending_total == 0 && releasing_total == 0)
 		return;
 	n = collect_locks(&held, end_xact_holds, keep_if_held, &commit);
-	release_locks(held, n, true, false, report);
+	release_locks(held, n, true, true, report);
 }
 
 /* What subxact_end_holds needs. */
@@ -773,7 +775,7 @@ redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId p
 	if (pending_total == 0 && releasing_total == 0)
 		return;
 	n = collect_locks(&held, end_subxact_holds, keep_if_held, &end);
-	release_locks(held, n, true, false, report);
+	release_locks(held, n, true, true, report);
 }
 
 /* Keeps nothing. */

@@ -18,7 +18,9 @@
  * (AUTH, SELECT, SCRIPT LOAD) and only then gets the call's commands: nothing that
  * takes or touches a lock may run on a connection whose AUTH or SELECT failed.  A
  * call decided while a handshake was under way leaves its commands queued on that
- * connection; they go out, in order, once the handshake is done.  An
+ * connection; they go out, in order, once the handshake is done.  So that the first
+ * call on new connections still reaches every master, it waits for the new
+ * connections of masters that did not fail last time.  An
  * idle connection is checked (a non-blocking peek) before it is used, so that one
  * the master closed meanwhile (Redis "timeout", a restart, a NAT cutting idle TCP)
  * is re-opened instead of failing the call.
@@ -97,6 +99,7 @@ typedef struct RedlockNode
 	bool		connecting;		/* non-blocking connect not yet confirmed */
 	bool		writing;		/* output not all sent yet */
 	int			handshake_owed; /* handshake replies not yet read */
+	bool		failed_recently;	/* its last call failed; no reply since */
 	OwedReply  *queued;			/* commands to send once the handshake is done */
 	int			nqueued;
 	int			maxqueued;
@@ -128,6 +131,7 @@ typedef struct NodeCall
 {
 	int			awaited;		/* commands of this call whose reply is awaited */
 	bool		deferred;		/* commands held back until the handshake is done */
+	bool		must_answer;	/* opened by this call on a healthy master: awaited */
 	double		deadline_ms;
 	bool		polled_after_deadline;	/* a wait begun past the deadline has run */
 } NodeCall;
@@ -536,6 +540,8 @@ node_fail(CallState *cs, int i, const char *why)
 	}
 	call->awaited = 0;
 	call->deferred = false;
+	call->must_answer = false;
+	node->failed_recently = true;
 	node_note_error(node, why);
 	node_close(cs->set, node);
 }
@@ -961,7 +967,9 @@ node_read(CallState *cs, int i)
 		freeReplyObject(reply);
 		owed_free(&entry);
 		CALL_AWAITING(cs, c, i) = false;
-		cs->calls[i].awaited--;
+		if (--cs->calls[i].awaited == 0)
+			cs->calls[i].must_answer = false;
+		node->failed_recently = false;
 		CALL_OUTCOME(cs, c, i)->elapsed_ms = node->progress_ms - cs->start_ms;
 		node->figures.last_rtt_ms = CALL_OUTCOME(cs, c, i)->elapsed_ms;
 	}
@@ -1080,6 +1088,9 @@ command_decided(const CallState *cs, int c)
 		return true;
 	if (command->need == 0)
 		return false;
+	for (int i = 0; i < cs->set->count; i++)
+		if (cs->calls[i].must_answer)
+			return false;
 	if (accepted >= command->need)
 		return true;
 
@@ -1185,6 +1196,14 @@ wait_for_nodes(CallState *cs, bool cleanup)
 		}
 	}
 
+	/*
+	 * Handshakes that finished meanwhile (their replies are often in already): send
+	 * their commands now rather than at the next call.  Nothing waits for them.
+	 */
+	for (int i = 0; i < n; i++)
+		if (cs->calls[i].deferred && set->nodes[i].ctx && !set->nodes[i].connecting)
+			node_read(cs, i);
+
 	/* Whoever is still awaited was not needed for the outcome. */
 	for (int c = 0; c < cs->ncommands; c++)
 		for (int i = 0; i < n; i++)
@@ -1222,11 +1241,21 @@ node_start_call(CallState *cs, int i)
 	if (node->ctx && node->owed_len == 0 && !node->connecting && node_gone_while_idle(node))
 		node_close(cs->set, node);
 
-	if (node->ctx == NULL && !node_open(cs->set, i, why, sizeof(why)))
+	if (node->ctx == NULL)
 	{
-		call->deferred = true;	/* so that node_fail fails every command here */
-		node_fail(cs, i, why);
-		return;
+		if (!node_open(cs->set, i, why, sizeof(why)))
+		{
+			call->deferred = true;	/* so that node_fail fails every command here */
+			node_fail(cs, i, why);
+			return;
+		}
+
+		/*
+		 * A new connection to a master that did not fail last time is awaited, so
+		 * that its handshake does not keep the command from it; one that failed is
+		 * not, so that a hung master costs one timeout, not one per call.
+		 */
+		call->must_answer = !node->failed_recently;
 	}
 	if (node->handshake_owed > 0)
 	{
