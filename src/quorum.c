@@ -433,8 +433,9 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
  * set, key, token: as acquired.  ttl_ms: the new TTL, 1..REDLOCK_MAX_TTL_MS
  * milliseconds.
  * result: REDLOCK_OK with a new valid_until_ms when a quorum extended it within the
- *		new validity time; REDLOCK_UNAVAILABLE when fewer than a quorum answered (with
- *		node_errors); REDLOCK_BUSY when they answered but the lock is no longer ours.
+ *		new validity time; REDLOCK_BUSY when the lock is no longer ours for certain
+ *		(more than node_count - quorum masters answered that our key is gone);
+ *		REDLOCK_UNAVAILABLE when the answers cannot tell (with node_errors).
  *		Whatever the outcome, any master may have applied the new TTL: see
  *		redlock_validity_bound_ms().
  *
@@ -468,15 +469,26 @@ redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token, i
 		result->valid_until_ms = start_ms + ttl_ms - clock_drift_ms(ttl_ms);
 		redlock_stats_count(REDLOCK_STAT_EXTENDED);
 	}
-	else if (result->answered < result->quorum)
+	else if (result->accepted >= result->quorum ||
+			 result->answered - result->accepted > result->node_count - result->quorum)
 	{
-		result->status = REDLOCK_UNAVAILABLE;
-		result->node_errors = collect_node_errors(set, outcomes, result->node_count);
+		/*
+		 * Lost for certain: more masters than a quorum can spare said our key is
+		 * gone (or a quorum extended it too late to leave any validity).
+		 */
+		result->status = REDLOCK_BUSY;
+		redlock_stats_count(REDLOCK_STAT_EXTEND_LOST);
 	}
 	else
 	{
-		result->status = REDLOCK_BUSY;
-		redlock_stats_count(REDLOCK_STAT_EXTEND_LOST);
+		/*
+		 * Not enough answers to tell: the masters that did not answer may still hold
+		 * it.  Unknown, not lost: the caller keeps the lock with capped validity and
+		 * leaves its keys to their TTL, since deleting them could free a lock that a
+		 * quorum still grants us.
+		 */
+		result->status = REDLOCK_UNAVAILABLE;
+		result->node_errors = collect_node_errors(set, outcomes, result->node_count);
 	}
 	pfree(outcomes);
 }

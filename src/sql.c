@@ -202,13 +202,16 @@ acquire(FunctionCallInfo fcinfo, RedlockScope scope)
  * wait_ms 0, one attempt; otherwise retries with redlock.retry_delay plus up to
  * redlock.retry_jitter ms between attempts (spec §4) until acquired or wait_ms ms
  * have passed; NULL waits until acquired, cancelled, statement_timeout or lock_timeout.
- * Re-acquiring a lock this session holds adds a hold and sets the new TTL (spec §6).
+ * Re-acquiring a lock this session holds adds a hold and extends it (spec §6) to the
+ * larger of ttl_ms and the TTL last set: a re-acquire never shortens a lock.  The Redis
+ * key is redlock.key_prefix followed by the UTF-8 form of resource.
  *
  * Returns true when acquired, false when the lock is held elsewhere.  A session lock
  * acquired in a transaction that aborts is released by the abort.
- * Errors: 22004 NULL resource or TTL; 22023 empty or too long resource, TTL <= 0 or
- * over one day, negative wait, no servers configured; 08006 fewer than a quorum of
- * masters answered (errdetail names each failure); 55P03 lock_timeout ran out.
+ * Errors: 22004 NULL resource or TTL; 22023 empty or too long resource, TTL <= 0, over
+ * one day or too short to leave validity after drift, negative wait, no servers
+ * configured; 25000 in a parallel worker; 08006 fewer than a quorum of masters
+ * answered (errdetail names each failure); 55P03 lock_timeout ran out.
  */
 PG_FUNCTION_INFO_V1(redlock_acquire);
 Datum
@@ -272,10 +275,13 @@ redlock_release(PG_FUNCTION_ARGS)
  * every master that still holds our token (spec §6).
  *
  * Returns true when a quorum extended it within the new validity time; false when the
- * lock was lost (it is then forgotten and let go of), or with a WARNING when this
- * session does not hold it.
- * Errors: 22004 NULL resource; 22023 bad resource or TTL; 08006 fewer than a quorum
- * of masters answered (the lock is kept as it was).
+ * lock was lost for certain (more masters than a quorum can spare no longer hold our
+ * token, or redlock.servers changed: it is then forgotten and let go of), or with a
+ * WARNING when this session does not hold it.
+ * Errors: 22004 NULL resource; 22023 bad resource or TTL (too short to leave any
+ * validity); 25000 in a parallel worker; 08006 the answers cannot tell (masters did
+ * not answer): the lock is kept, its validity cut to what the new TTL allows from the
+ * start of the request.
  */
 PG_FUNCTION_INFO_V1(redlock_extend);
 Datum
@@ -296,9 +302,11 @@ redlock_extend(PG_FUNCTION_ARGS)
 		case REDLOCK_FAILED:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not extend lock on resource \"%s\": %d of %d Redis masters answered, %d needed",
-							resource, result.answered, result.node_count, result.quorum),
-					 redlock_errdetail_nodes(&result)));
+					 errmsg("could not extend lock on resource \"%s\": %d of %d Redis masters extended it and %d did not answer, %d needed",
+							resource, result.accepted, result.node_count, result.failed,
+							result.quorum),
+					 redlock_errdetail_nodes(&result),
+					 errhint("The lock is kept with the validity the new TTL allows; its keys expire with their TTL.")));
 			break;
 		default:
 			break;
