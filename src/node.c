@@ -258,7 +258,29 @@ owed_free(OwedReply *entry)
 	entry->args = NULL;
 }
 
-/* Closes node's connection, if any, forgetting what it owed. */
+/* Most release commands kept for a master's next connection. */
+#define REDLOCK_MAX_REDELIVER 1024
+
+/* Appends entry (taking over its arguments) to node's queue for the next handshake. */
+static void
+queued_push(RedlockNodeSet *set, RedlockNode *node, const OwedReply *entry)
+{
+	if (node->nqueued == node->maxqueued)
+	{
+		int			newmax = Max(4, node->maxqueued * 2);
+
+		node->queued = node->queued
+			? repalloc(node->queued, newmax * sizeof(OwedReply))
+			: MemoryContextAlloc(set->context, newmax * sizeof(OwedReply));
+		node->maxqueued = newmax;
+	}
+	node->queued[node->nqueued++] = *entry;
+}
+
+/*
+ * Closes node's connection, if any, forgetting what it owed, but for the releases it
+ * may not have delivered, which wait for the next connection.
+ */
 static void
 node_close(RedlockNodeSet *set, RedlockNode *node)
 {
@@ -270,16 +292,35 @@ node_close(RedlockNodeSet *set, RedlockNode *node)
 	node->connecting = false;
 	node->writing = false;
 	node->handshake_owed = 0;
-	while (node->owed_len > 0)
-	{
-		OwedReply	entry;
 
-		owed_pop(node, &entry);
-		owed_free(&entry);
+	/*
+	 * Releases the master may not have received go out again on its next connection
+	 * (an undo lost with a hung connection would leave a key with an old token until
+	 * its TTL); everything else is forgotten.  At most REDLOCK_MAX_REDELIVER are kept.
+	 */
+	{
+		int			kept = 0;
+
+		for (int k = 0; k < node->nqueued; k++)
+		{
+			if (node->queued[k].script && node->queued[k].script->redeliver &&
+				kept < REDLOCK_MAX_REDELIVER)
+				node->queued[kept++] = node->queued[k];
+			else
+				owed_free(&node->queued[k]);
+		}
+		node->nqueued = kept;
+		while (node->owed_len > 0)
+		{
+			OwedReply	entry;
+
+			owed_pop(node, &entry);
+			if (entry.script && entry.script->redeliver && node->nqueued < REDLOCK_MAX_REDELIVER)
+				queued_push(set, node, &entry);
+			else
+				owed_free(&entry);
+		}
 	}
-	for (int k = 0; k < node->nqueued; k++)
-		owed_free(&node->queued[k]);
-	node->nqueued = 0;
 	if (set == wait_set_for)
 		wait_set_stale = true;
 	node->figures.connected = false;
@@ -789,19 +830,11 @@ node_queue_call(CallState *cs, int i)
 	for (int c = 0; c < cs->ncommands; c++)
 	{
 		const RedlockCommand *command = &cs->commands[c];
+		OwedReply	entry;
 
-		if (node->nqueued == node->maxqueued)
-		{
-			int			newmax = Max(4, node->maxqueued * 2);
-
-			node->queued = node->queued
-				? repalloc(node->queued, newmax * sizeof(OwedReply))
-				: MemoryContextAlloc(cs->set->context, newmax * sizeof(OwedReply));
-			node->maxqueued = newmax;
-		}
-		entry_fill(cs->set, &node->queued[node->nqueued], cs->first_id + c, command->script,
-				   false, command->argc, command->argv, command->argvlen);
-		node->nqueued++;
+		entry_fill(cs->set, &entry, cs->first_id + c, command->script, false,
+				   command->argc, command->argv, command->argvlen);
+		queued_push(cs->set, node, &entry);
 	}
 	cs->calls[i].deferred = false;
 }

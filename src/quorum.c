@@ -29,7 +29,8 @@
 /* Spec §2: delete the key only while it still holds our token. */
 static RedlockScript release_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
-	"return redis.call(\"del\", KEYS[1]) else return 0 end"
+	"return redis.call(\"del\", KEYS[1]) else return 0 end",
+	.redeliver = true
 };
 
 /* Spec §6: set a new TTL only while the key still holds our token. */

@@ -95,10 +95,16 @@ redlock_outcome_failed(const RedlockNodeOutcome *outcome)
 	return outcome->kind == REDLOCK_REPLY_NONE || outcome->kind == REDLOCK_REPLY_ERROR;
 }
 
-/* A Lua script run with EVALSHA, and with EVAL on a node that answers NOSCRIPT. */
+/*
+ * A Lua script run with EVALSHA, and with EVAL on a node that answers NOSCRIPT.
+ * redeliver: running it again, or late, is harmless (a release conditioned on our
+ * token), so a command of it that a closed connection may not have delivered is sent
+ * again on the master's next connection.
+ */
 typedef struct RedlockScript
 {
 	const char *body;
+	bool		redeliver;
 	char		sha1[41];		/* hex SHA-1 of body, or "" (then EVAL is used) */
 } RedlockScript;
 
