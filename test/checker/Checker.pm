@@ -377,7 +377,9 @@ INSERT INTO checker_guard (resource)
 		die "fault schedule of $name failed: $fault_error";
 	}
 	eval { $h->finish; 1 } or do { $h->kill_kill; die "pgbench did not finish: $@"; };
-	my $rc = $h->full_result(0) >> 8;
+	# A pgbench killed by a signal is a failure too: 128 + the signal, as a shell says.
+	my $status = $h->full_result(0);
+	my $rc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
 	my $elapsed = time - $t0;
 
 	# Let the last CALLs finish writing their rows.
