@@ -128,7 +128,10 @@ sub _write_file
 # Each is a list of run() options: a description, masters (plain, or aof: appendonly yes,
 # appendfsync always), the TTL / wait / work of every attempt, whether it must see
 # violations (a negative control), and the fault schedule, which scales with the run's
-# length ($f->{seconds}) and TTL ($f->{ttl_ms}).
+# length ($f->{seconds}) and TTL ($f->{ttl_ms}).  Also: servers (the masters redlock.servers
+# names at the start), redis_config (CONFIG SET for the run), the held-lock options of run(),
+# expect_no_08006 (a majority was always up: any 08006 is spurious), expect_no_gave_up (no
+# holder may find its lock lost).
 
 # Out of service for longer than the largest TTL in use (spec §8 "delayed restart").
 sub _delayed_out
@@ -357,6 +360,7 @@ my %SCENARIOS = (
 		masters => 'plain',
 		redis_config => { timeout => 1 },
 		idle_ms => 2500,
+		expect_no_08006 => 1,
 		faults => sub { $SCENARIOS_REF->{'minority-delayed+sigstop'}{faults}->(@_) },
 	},
 	'reload-loop' => {
@@ -367,6 +371,7 @@ my %SCENARIOS = (
 		steps => 5,
 		step_ms => 50,
 		ext_ttls => [ map { 1000 } 1 .. 5 ],
+		expect_no_gave_up => 1,
 		faults => sub {
 			my ($f) = @_;
 			my $out = _delayed_out($f);
@@ -685,6 +690,8 @@ INSERT INTO checker_guard (resource)
 		desc => $o{desc} // '',
 		masters => $o{masters} // 'plain',
 		expect_violations => $o{expect_violations} // 0,
+		expect_no_08006 => $o{expect_no_08006} // 0,
+		expect_no_gave_up => $o{expect_no_gave_up} // 0,
 		seconds => $seconds,
 		elapsed => $elapsed,
 		clients => $clients,
