@@ -365,8 +365,8 @@ my %SCENARIOS = (
 	},
 	'reload-loop' => {
 		desc => 'pg_reload_conf() every 100 ms (nothing changed) while holders extend to'
-		  . ' 1000 ms before each of 5 steps of 50 ms; a minority killed (delayed restart)'
-		  . ' and SIGSTOP',
+		  . ' 1000 ms before each of 5 steps of 50 ms; SIGSTOP of 1 master, kill -9 of 1'
+		  . ' (delayed restart), SIGSTOP of 2',
 		masters => 'plain',
 		steps => 5,
 		step_ms => 50,
@@ -375,13 +375,19 @@ my %SCENARIOS = (
 		faults => sub {
 			my ($f) = @_;
 			my $out = _delayed_out($f);
+			# One master killed at a time, and 2 frozen only 1.5 s after it is back
+			# (empty): every lock then stays on a majority of the masters that answer, so
+			# any holder that finds its lock lost lost it to a reload.
 			my @plan;
-			for (my $t = 1.0, my $k = 0; $t + $out + 0.5 < $f->{seconds}; $t += $out + 1.0, $k++)
+			for (my $t = 1.0, my $k = 0; $t + 0.6 + $out + 0.3 < $f->{seconds};
+				$t += 0.6 + $out + 2.0, $k++)
 			{
-				my ($a, $b) = ($k % 5, ($k + 1) % 5);
+				my ($a, $b, $c, $d) = map { ($k + $_) % 5 } 0, 2, 3, 4;
 				push @plan, [ $t, sub { $f->stop($a) } ], [ $t + 0.5, sub { $f->cont($a) } ],
-				  [ $t + 0.6, sub { $f->kill($a, $b) } ],
-				  [ $t + 0.6 + $out, sub { $f->start($a, $b) } ];
+				  [ $t + 0.6, sub { $f->kill($b) } ],
+				  [ $t + 0.6 + $out, sub { $f->start($b) } ],
+				  [ $t + 0.6 + $out + 1.5, sub { $f->stop($c, $d) } ],
+				  [ $t + 0.6 + $out + 1.8, sub { $f->cont($c, $d) } ];
 			}
 			_ticking($f, 0.1, sub { $f->reload }, @plan);
 		},
