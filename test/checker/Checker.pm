@@ -312,8 +312,8 @@ my %SCENARIOS = (
 	'servers-grow-shrink' => {
 		desc => 'redlock.servers 3 -> 5 -> 3 masters while holders (5 steps of 100 ms, one'
 		  . ' command each) span the changes; the 2 added masters restarted empty before each'
-		  . ' growth, which comes a TTL after the last fault in the old list; SIGSTOP and'
-		  . ' kill -9 (delayed restart) of a master of the current list',
+		  . ' growth; each change a TTL + 0.5 s after the last fault in the masters common to'
+		  . ' both lists; SIGSTOP and kill -9 (delayed restart) of a master of the current list',
 		masters => 'plain',
 		servers => [ 0, 1, 2 ],
 		steps => 5,
@@ -451,21 +451,25 @@ sub _extend_faults
 }
 
 # For the server-list scenarios, starting on masters 0-2.
-# Safe (UNSAFE 0), in a loop: master 1 frozen for 0.3 s; masters 3 and 4 restarted empty;
-# the list grown to 0-4 once a TTL + 0.5 s has passed since the last fault in the old list
-# (so that every lock still valid is held by all 3 old masters, and the 2 new ones cannot
-# make a second majority); master 4 killed and restarted (empty) after 1.2 x TTL + 0.3 s;
-# master 0 frozen for 0.3 s; the list shrunk to 0-2 (a lock on 3 of 5 holds at least 2
-# of 0-2 while at most one master is out); master 2 killed and restarted after
-# 1.2 x TTL + 0.3 s.  Growing a list right after a fault in it is unsafe whatever the
-# client does: a lock taken on 2 of 3 masters and the 2 new masters make a second majority.
-# Unsafe: just that: master 2 killed, and after 0.8 s restarted empty, and the list grown
-# to 0-4 at once: a lock taken on 0 and 1 alone meets a second holder on 2, 3 and 4.
+#
+# While a list changes, backends switch one by one (each between two commands), and a
+# lock on 2 of masters 0-2 and one on 3 of masters 0-4 need not share a master: {0,1} and
+# {2,3,4}.  So a change is safe only when every lock still valid, taken on either list,
+# holds all 3 masters common to both, which is so once those masters have been up and
+# answering for a TTL (and stay so a moment after).  That rule, whatever the client does.
+#
+# Safe (UNSAFE 0), in a loop: master 1 frozen for 0.3 s, masters 3 and 4 restarted empty
+# (they are not in the list); the list grown to 0-4 a TTL + 0.5 s later; master 4 killed
+# and restarted (empty) after 1.2 x TTL + 0.3 s (a lock on 3 of 0-3 holds 2 of 0-2); master 0
+# frozen for 0.3 s; the list shrunk to 0-2 a TTL + 0.5 s later; master 2 killed and
+# restarted after 1.2 x TTL + 0.3 s.
+# Unsafe: master 2 killed, and after 0.8 s restarted empty, and the list grown to 0-4 at
+# once: a lock taken on 0 and 1 alone meets a second holder on 2, 3 and 4.
 sub _servers_faults
 {
 	my ($f, $unsafe) = @_;
 	my $out = _delayed_out($f);
-	my $ttl = $f->{ttl_ms} / 1000;
+	my $quiet = $f->{ttl_ms} / 1000 + 0.5;
 	my $t = 0.5;
 	while ($t + 1.5 < $f->{seconds})
 	{
@@ -489,10 +493,10 @@ sub _servers_faults
 		$f->cont(1);
 		$f->kill(3, 4);
 		$f->start(3, 4);
-		$f->at($t + 0.3 + $ttl + 0.5);
+		$f->at($t + 0.3 + $quiet);
 		$f->servers(0 .. 4);
-		$t += 0.3 + $ttl + 0.8;
-		last if $t + $out + 1.0 > $f->{seconds};
+		$t += 0.3 + $quiet + 0.5;
+		last if $t + $out + 0.3 + $quiet > $f->{seconds};
 		$f->at($t);
 		$f->kill(4);
 		$f->at($t + $out);
@@ -501,9 +505,9 @@ sub _servers_faults
 		$f->stop(0);
 		$f->at($t + $out + 0.5);
 		$f->cont(0);
-		$f->at($t + $out + 0.7);
+		$f->at($t + $out + 0.5 + $quiet);
 		$f->servers(0, 1, 2);
-		$t += $out + 0.9;
+		$t += $out + 0.5 + $quiet + 0.5;
 		last if $t + $out + 0.5 > $f->{seconds};
 		$f->at($t);
 		$f->kill(2);

@@ -75,7 +75,7 @@ scenario_ok('unsafe-extend-ignored', 5);
 
 # --- redlock.servers 3 -> 5 -> 3 under load ---
 
-if (my $r = scenario_ok('servers-grow-shrink', 9))
+if (my $r = scenario_ok('servers-grow-shrink', 10))
 {
 	cmp_ok($r->{fault_counts}{'server list changes'} // 0, '>=', 2,
 		'servers-grow-shrink: the list was grown and shrunk');
