@@ -18,7 +18,8 @@ SELECT resource, key, scope, session_holds, xact_holds, ttl_ms, nodes >= 3 AS qu
 SELECT other($$SELECT redlock_acquire('regress-a')$$);
 SELECT other($$SELECT redlock_release('regress-a')$$);
 
--- Re-acquiring stacks a hold and sets the new TTL.
+-- Re-acquiring stacks a hold; a shorter TTL does not shorten the lock (a rollback
+-- could not undo that), so the TTL stays 30000.
 SELECT redlock_acquire('regress-a', 20000);
 SELECT session_holds, ttl_ms, validity_ms <= 20000 AS refreshed FROM redlock_locks();
 

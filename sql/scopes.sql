@@ -110,11 +110,12 @@ SELECT redlock_acquire('regress-short', 50);
 SELECT pg_sleep(0.2);
 SELECT redlock_extend('regress-short');
 SELECT count(*) FROM redlock_locks();
--- Re-acquiring one that was lost warns and takes it afresh.
+-- Re-acquiring one that was lost warns and takes it afresh, keeping its hold.
 SELECT redlock_acquire('regress-short', 50);
 SELECT pg_sleep(0.2);
 SELECT redlock_acquire('regress-short', 30000);
 SELECT session_holds, ttl_ms FROM redlock_locks();
+SELECT redlock_release('regress-short');
 SELECT redlock_release('regress-short');
 
 -- An extension that finds the lock lost makes the transaction's commit fail.
@@ -124,14 +125,16 @@ SELECT pg_sleep(0.2);
 SELECT redlock_extend('regress-short', 30000);
 COMMIT;
 
--- Re-acquiring a lost lock at transaction scope starts afresh: the commit stands when
--- no earlier transaction-scoped hold was lost ...
+-- Re-acquiring a lost lock at transaction scope takes it afresh, keeping the session
+-- hold: the commit stands when no earlier transaction-scoped hold was lost ...
 BEGIN;
 SELECT redlock_acquire('regress-short', 50);
 SELECT pg_sleep(0.2);
 SELECT redlock_xact_acquire('regress-short', 30000);
 SELECT scope, session_holds, xact_holds FROM redlock_locks();
 COMMIT;
+SELECT scope, session_holds, xact_holds FROM redlock_locks();
+SELECT redlock_release('regress-short');
 SELECT count(*) FROM redlock_locks();
 -- ... and fails when work already ran under a transaction-scoped hold that was lost.
 BEGIN;

@@ -9,8 +9,10 @@
  * steer the caller's own waits, so anyone may set them.
  *
  * Changing the servers, credentials or database bumps redlock_connection_generation;
- * node.c compares it on its next use and re-opens its connections.  Assign hooks do
- * nothing else, since they also run while transactions are being rolled back.
+ * node.c compares it on its next use and switches to the node set of the new
+ * configuration.  Assign hooks run on every reload (SIGHUP) whether or not the value
+ * changed, so they bump it only when the value really differs from the one in force;
+ * they do nothing else, since they also run while transactions are being rolled back.
  *
  *-------------------------------------------------------------------------
  */
@@ -33,6 +35,7 @@ char	   *redlock_key_prefix = NULL;
 char	   *redlock_username = NULL;
 char	   *redlock_password = NULL;
 int			redlock_database = 0;
+int			redlock_commit_margin_ms = 100;
 
 static char *servers_setting = NULL;
 
@@ -60,25 +63,42 @@ check_servers(char **newval, void **extra, GucSource source pg_attribute_unused(
 	return true;
 }
 
+/* True when two string settings differ (NULL is taken as empty). */
+static bool
+setting_changed(const char *old, const char *new)
+{
+	return strcmp(old ? old : "", new ? new : "") != 0;
+}
+
+/* Called before servers_setting is updated, so it still holds the value in force. */
 static void
-assign_servers(const char *newval pg_attribute_unused(), void *extra)
+assign_servers(const char *newval, void *extra)
 {
 	redlock_server_list = (const RedlockServerList *) extra;
-	redlock_connection_generation++;
+	if (setting_changed(servers_setting, newval))
+		redlock_connection_generation++;
 }
 
-/* Credentials and the database number are sent when a connection opens: re-open. */
+/* Credentials are sent when a connection opens: a new value needs new connections. */
 static void
-assign_reconnect_string(const char *newval pg_attribute_unused(),
-						void *extra pg_attribute_unused())
+assign_username(const char *newval, void *extra pg_attribute_unused())
 {
-	redlock_connection_generation++;
+	if (setting_changed(redlock_username, newval))
+		redlock_connection_generation++;
 }
 
 static void
-assign_reconnect_int(int newval pg_attribute_unused(), void *extra pg_attribute_unused())
+assign_password(const char *newval, void *extra pg_attribute_unused())
 {
-	redlock_connection_generation++;
+	if (setting_changed(redlock_password, newval))
+		redlock_connection_generation++;
+}
+
+static void
+assign_database(int newval, void *extra pg_attribute_unused())
+{
+	if (newval != redlock_database)
+		redlock_connection_generation++;
 }
 
 /*
@@ -160,7 +180,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY,
-							   NULL, assign_reconnect_string, NULL);
+							   NULL, assign_username, NULL);
 
 	DefineCustomStringVariable("redlock.password",
 							   "Password sent with AUTH to each Redis master.",
@@ -169,7 +189,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   NULL, assign_reconnect_string, NULL);
+							   NULL, assign_password, NULL);
 
 	DefineCustomIntVariable("redlock.database",
 							"Redis database number selected on each master.",
@@ -178,7 +198,17 @@ RedlockGucInit(void)
 							0, 0, 1000000,
 							PGC_SUSET,
 							0,
-							NULL, assign_reconnect_int, NULL);
+							NULL, assign_database, NULL);
+
+	DefineCustomIntVariable("redlock.commit_margin",
+							"Validity time a transaction-scoped lock must have left when its transaction commits.",
+							"Covers the time between the check and the commit becoming visible "
+							"(WAL flush, synchronous standbys).",
+							&redlock_commit_margin_ms,
+							100, 0, 3600000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("redlock");
 }

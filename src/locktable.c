@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * locktable.c
- *	  The locks this backend holds: resource -> key, token, holds, validity.
+ *	  The locks this backend holds: resource -> key, token, node set, holds, validity.
  *
  * Holds stack like PostgreSQL's advisory locks: each acquire adds a hold, at session
  * or transaction scope, and the keys are deleted when the last hold goes.  Holds added
@@ -13,9 +13,26 @@
  * The log entry is written before the network request, so that an acquire cut short
  * by an error (query cancel) is undone by the abort that follows.
  *
- * A lock whose last hold goes is "detached" (copied out and removed from the table)
- * before the network release starts, so that an error during the release can never
- * leave the table describing a lock in a half-released state.
+ * A lock remembers the configuration it was taken under: its key (redlock.key_prefix
+ * and the UTF-8 form of the name, whatever the database encoding) and its node set
+ * (servers, credentials, database).  Once the configuration in force is another one,
+ * the lock is lost: other sessions now look for it elsewhere, so it protects nothing.
+ * Its validity reads 0, the commit guard fails, extend returns false, release warns;
+ * its keys are still released on the masters it was taken on.
+ *
+ * Validity only ever shrinks between successful requests: before an extend (or a
+ * re-acquire, which extends) goes out, the validity is cut to what the new TTL allows
+ * from now (redlock_validity_bound_ms), since any master may apply the request
+ * whatever this backend learns of it; only a success sets it anew.
+ *
+ * Every release of locks (release, release_all, commit, abort, exit) goes through
+ * release_locks(): all of them in one round per node set, with one deadline.  A lock
+ * is marked "releasing" (no holds, not valid) before the round and forgotten after it,
+ * so that one whose release was interrupted (a cancel during redlock_release_all) is
+ * still in the table and is released by the cleanup that follows.
+ *
+ * A transaction-scoped hold on a lock found lost is remembered with its subtransaction
+ * (lost_holds): it fails the commit unless that subtransaction rolls back.
  *
  * No network code here: quorum.c does the protocol.
  *
@@ -24,6 +41,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "mb/pg_wchar.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -38,34 +56,34 @@ typedef struct PendingHold
 } PendingHold;
 
 /*
- * One lock.  Until "acquired" is set, the first acquire is in flight and only
- * resource, key, token and the pending log mean anything.
+ * One lock.  key, token and set are always valid (set pinned).  Until "acquired" is
+ * set, an acquire attempt is in flight or was cut short, and only the fields up to it
+ * and the pending log mean anything.
  */
 typedef struct HeldLock
 {
 	char		resource[REDLOCK_MAX_RESOURCE_LEN + 1];	/* hash key */
-	char	   *key;			/* redlock.key_prefix + resource, at acquisition */
-	char		token[REDLOCK_TOKEN_LEN + 1];
+	char	   *key;			/* the Redis key, at acquisition */
+	char		token[REDLOCK_TOKEN_LEN + 1];	/* of the latest acquire attempt */
+	RedlockNodeSet *set;		/* the masters it was taken on */
+	bool		releasing;		/* no holds left; its release is under way */
 	bool		acquired;
-	int			ttl_ms;			/* TTL of the last acquire or extend */
+	int			ttl_ms;			/* TTL last set on the masters */
 	int			nodes;			/* masters that accepted it last */
 	TimestampTz acquired_at;
-	double		valid_until_ms; /* monotonic */
+	double		valid_until_ms; /* redlock_clock_ms() time */
 	int			session_holds;	/* session holds from committed transactions */
 	int			npending;
 	int			maxpending;
 	PendingHold *pending;		/* holds added in the current transaction */
 } HeldLock;
 
-/* A lock taken out of the table, waiting for its network release. */
-typedef struct DetachedLock
+/* A transaction-scoped hold on a lock that was found lost. */
+typedef struct LostHold
 {
-	char	   *resource;
-	char	   *key;
-	char		token[REDLOCK_TOKEN_LEN + 1];
-	bool		acquired;
-	bool		expired;
-} DetachedLock;
+	char		resource[REDLOCK_MAX_RESOURCE_LEN + 1];
+	SubTransactionId subid;
+} LostHold;
 
 static HTAB *locks = NULL;
 static MemoryContext LockTableContext = NULL;
@@ -73,8 +91,12 @@ static MemoryContext LockTableContext = NULL;
 /* Holds in all pending logs: zero means this transaction touched no lock. */
 static int	pending_total = 0;
 
-/* A transaction-scoped lock lost (extend failed) in this transaction, or "". */
-static char lost_xact_resource[REDLOCK_MAX_RESOURCE_LEN + 1] = "";
+/* Locks marked releasing. */
+static int	releasing_total = 0;
+
+static LostHold *lost_holds = NULL;
+static int	nlost = 0;
+static int	maxlost = 0;
 
 static void
 table_init(void)
@@ -116,21 +138,31 @@ total_holds(const HeldLock *lock)
 	return lock->session_holds + lock->npending;
 }
 
+/* True when the configuration in force is no longer the one lock was taken under. */
 static bool
-lock_expired(const HeldLock *lock)
+lock_reconfigured(const HeldLock *lock)
 {
-	return lock->acquired && redlock_clock_ms() >= lock->valid_until_ms;
+	return lock->set != redlock_nodeset_current();
 }
 
-/* The Redis key for resource, in LockTableContext. */
+/* Validity time left (ms), <= 0 once run out or lost to a configuration change. */
+static double
+lock_validity_left(const HeldLock *lock)
+{
+	if (!lock->acquired || lock_reconfigured(lock))
+		return 0;
+	return lock->valid_until_ms - redlock_clock_ms();
+}
+
+/* The Redis key for resource, in LockTableContext: the prefix and the UTF-8 name. */
 static char *
 make_key(const char *resource)
 {
-	MemoryContext old = MemoryContextSwitchTo(LockTableContext);
-	char	   *key = psprintf("%s%s", redlock_key_prefix ? redlock_key_prefix : "", resource);
+	const char *prefix = redlock_key_prefix ? redlock_key_prefix : "";
+	char	   *prefix_utf8 = pg_server_to_any(prefix, strlen(prefix), PG_UTF8);
+	char	   *name_utf8 = pg_server_to_any(resource, strlen(resource), PG_UTF8);
 
-	MemoryContextSwitchTo(old);
-	return key;
+	return MemoryContextStrdup(LockTableContext, psprintf("%s%s", prefix_utf8, name_utf8));
 }
 
 /* Logs a hold added now, in the current subtransaction. */
@@ -162,72 +194,160 @@ hold_remove(HeldLock *lock, int i)
 	pending_total--;
 }
 
+/* Drops every hold of lock. */
+static void
+holds_clear(HeldLock *lock)
+{
+	pending_total -= lock->npending;
+	lock->npending = 0;
+	lock->session_holds = 0;
+}
+
+/* A new entry for resource, on set, with a key but no token or hold yet. */
+static HeldLock *
+lock_create(const char *resource, RedlockNodeSet *set)
+{
+	char	   *key = make_key(resource);
+	HeldLock   *lock = hash_search(locks, resource, HASH_ENTER, NULL);
+
+	memset(((char *) lock) + offsetof(HeldLock, key), 0,
+		   sizeof(HeldLock) - offsetof(HeldLock, key));
+	lock->key = key;
+	lock->set = set;
+	redlock_nodeset_pin(set);
+	return lock;
+}
+
 /* Removes lock from the table, freeing what it owns. */
 static void
 lock_forget(HeldLock *lock)
 {
-	pending_total -= lock->npending;
+	holds_clear(lock);
+	if (lock->releasing)
+		releasing_total--;
 	if (lock->key)
 		pfree(lock->key);
 	if (lock->pending)
 		pfree(lock->pending);
+	redlock_nodeset_unpin(lock->set);
 	hash_search(locks, lock->resource, HASH_REMOVE, NULL);
 }
 
-/* Copies lock out (into CurrentMemoryContext) and removes it from the table. */
-static DetachedLock
-lock_detach(HeldLock *lock)
-{
-	DetachedLock detached;
-
-	detached.resource = pstrdup(lock->resource);
-	detached.key = pstrdup(lock->key);
-	memcpy(detached.token, lock->token, sizeof(detached.token));
-	detached.acquired = lock->acquired;
-	detached.expired = lock_expired(lock);
-	lock_forget(lock);
-	return detached;
-}
-
-/* Releases a detached lock on the nodes (spec §5), filling info. */
+/* Remembers lock's transaction-scoped holds as lost, each with its subtransaction. */
 static void
-release_detached(const DetachedLock *detached, bool cleanup, RedlockReleaseInfo *info)
+lock_mark_lost(HeldLock *lock)
 {
-	info->resource = detached->resource;
-	info->acquired = detached->acquired;
-	info->expired = detached->expired;
-	if (detached->acquired && detached->expired)
-		redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
-	redlock_quorum_release(detached->key, detached->token, cleanup, &info->result);
-}
-
-/* Releases each of n detached locks in cleanup mode and reports it. */
-static void
-release_all_detached(DetachedLock *detached, int n, RedlockReleaseReport report)
-{
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < lock->npending; i++)
 	{
-		RedlockReleaseInfo info;
+		if (lock->pending[i].scope != REDLOCK_SCOPE_XACT)
+			continue;
+		if (nlost == maxlost)
+		{
+			int			newmax = Max(4, maxlost * 2);
 
-		release_detached(&detached[i], true, &info);
-		if (report)
-			report(&info);
+			lost_holds = lost_holds
+				? repalloc(lost_holds, newmax * sizeof(LostHold))
+				: MemoryContextAlloc(LockTableContext, newmax * sizeof(LostHold));
+			maxlost = newmax;
+		}
+		strlcpy(lost_holds[nlost].resource, lock->resource, sizeof(lost_holds[nlost].resource));
+		lost_holds[nlost].subid = lock->pending[i].subid;
+		nlost++;
 	}
 }
 
 /*
+ * Releases held[0..n-1] on the masters they were taken on (spec §5): one round per
+ * node set, all locks at once, and forgets them; then passes each to report (may be
+ * NULL).  Returns what happened to each (palloc'd, n entries).  Each is marked releasing first, so that an interrupted round leaves them in
+ * the table for the next cleanup.  cleanup: on commit, abort and exit (bounded, deaf to
+ * interrupts; nothing on the network when error recovery is itself in trouble).
+ * wait_all: wait for every master, for exit.
+ */
+static RedlockReleaseInfo *
+release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleaseReport report)
+{
+	RedlockReleaseInfo *infos;
+	RedlockKeyToken *batch;
+	RedlockResult *results;
+	int		   *index;
+	bool		skip_network = cleanup && in_error_recursion_trouble();
+
+	if (n == 0)
+		return NULL;
+	infos = palloc0(sizeof(RedlockReleaseInfo) * n);
+	batch = palloc(sizeof(RedlockKeyToken) * n);
+	results = palloc0(sizeof(RedlockResult) * n);
+	index = palloc(sizeof(int) * n);
+
+	for (int k = 0; k < n; k++)
+	{
+		HeldLock   *lock = held[k];
+
+		infos[k].resource = pstrdup(lock->resource);
+		infos[k].acquired = lock->acquired;
+		infos[k].reconfigured = lock->acquired && lock_reconfigured(lock);
+		infos[k].expired = lock->acquired && !infos[k].reconfigured &&
+			lock_validity_left(lock) <= 0;
+		if (infos[k].expired)
+			redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
+		holds_clear(lock);
+		if (!lock->releasing)
+		{
+			lock->releasing = true;
+			releasing_total++;
+		}
+	}
+
+	/* One round per node set; almost always there is one. */
+	for (int first = 0; first < n && !skip_network; first++)
+	{
+		RedlockNodeSet *set = held[first]->set;
+		int			m = 0;
+		bool		done_before = false;
+
+		for (int k = 0; k < first && !done_before; k++)
+			done_before = (held[k]->set == set);
+		if (done_before)
+			continue;
+		for (int k = first; k < n; k++)
+		{
+			if (held[k]->set != set)
+				continue;
+			batch[m].key = held[k]->key;
+			batch[m].token = held[k]->token;
+			index[m++] = k;
+		}
+		redlock_quorum_release_many(set, batch, m, wait_all, cleanup, results);
+		for (int j = 0; j < m; j++)
+			infos[index[j]].result = results[j];
+	}
+
+	for (int k = 0; k < n; k++)
+		lock_forget(held[k]);
+	if (report && !skip_network)
+		for (int k = 0; k < n; k++)
+			report(&infos[k]);
+	return infos;
+}
+
+/*
  * Sets a new TTL on a held lock (spec §6).  Returns REDLOCK_HELD when extended,
- * REDLOCK_FAILED when fewer than a quorum answered (nothing changed), REDLOCK_LOST when
- * the lock is no longer ours: it is then forgotten and let go of on the masters, and
- * a transaction-scoped hold on it makes this transaction's commit fail.
+ * REDLOCK_FAILED when fewer than a quorum answered, REDLOCK_LOST when the lock is no
+ * longer ours: its transaction holds are marked lost and its keys let go of on the
+ * masters, but the entry stays (the caller forgets it or acquires afresh).  Unless
+ * extended, the validity is now at most what ttl_ms allows from the start of the
+ * request.
  */
 static RedlockHoldStatus
 lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
 {
-	DetachedLock detached;
-	RedlockReleaseInfo info;
+	RedlockKeyToken kt = {lock->key, lock->token};
+	RedlockResult released;
+	bool		expired = lock_validity_left(lock) <= 0;
 
-	redlock_quorum_extend(lock->key, lock->token, ttl_ms, result);
+	lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
+	redlock_quorum_extend(lock->set, lock->key, lock->token, ttl_ms, result);
 	if (result->status == REDLOCK_OK)
 	{
 		lock->ttl_ms = ttl_ms;
@@ -238,46 +358,76 @@ lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
 	if (result->status == REDLOCK_UNAVAILABLE)
 		return REDLOCK_FAILED;
 
-	if (count_holds(lock, false) > 0)
-		strlcpy(lost_xact_resource, lock->resource, sizeof(lost_xact_resource));
-	detached = lock_detach(lock);
-	release_detached(&detached, false, &info);
+	lock_mark_lost(lock);
+	lock->acquired = false;
+	if (expired)
+		redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
+	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
 	return REDLOCK_LOST;
+}
+
+/*
+ * Takes lock, found lost to a configuration change, off the masters it was taken on,
+ * marking its transaction holds lost; the entry stays, not acquired.
+ */
+static void
+lock_drop_reconfigured(HeldLock *lock)
+{
+	RedlockKeyToken kt = {lock->key, lock->token};
+	RedlockResult released;
+
+	lock_mark_lost(lock);
+	lock->acquired = false;
+	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
 }
 
 /*
  * redlock_lock_acquire
  *		Adds a hold on resource at scope, acquiring the lock on the masters first when
  *		this backend does not hold it (spec §3, §4), or refreshing its TTL when it does
- *		(spec §6).
+ *		(spec §6): to the larger of ttl_ms and the TTL last set, so that a re-acquire
+ *		(which a rollback may undo) never shortens a lock held by an outer hold.
  *
  * resource: the resource name (checked by the caller: non-empty, at most
- *		REDLOCK_MAX_RESOURCE_LEN bytes).  ttl_ms: 1..REDLOCK_MAX_TTL_MS.  wait_ms: as
- *		for redlock_quorum_acquire (0: one attempt; < 0: no limit).
- * was_lost: set true when this backend believed it held the lock but the refresh
- *		found it lost; the lock was then acquired afresh.
+ *		REDLOCK_MAX_RESOURCE_LEN bytes).  ttl_ms: 1..REDLOCK_MAX_TTL_MS, leaving
+ *		validity after drift.  wait_ms: as for redlock_quorum_acquire (0: one attempt;
+ *		< 0: no limit).
+ * was_lost: set true when this backend believed it held the lock but it was lost
+ *		(the refresh found another token, or the configuration changed); the lock was
+ *		then acquired afresh, keeping the holds it had.
  * result: the quorum outcome of the request that decided.
  *
  * Returns REDLOCK_HELD, or REDLOCK_FAILED with result->status BUSY or UNAVAILABLE (no
- * hold added).  Raises what an interrupted network wait raises; the hold logged
- * before the request is then taken back by the abort.
+ * hold added; a lock found lost is then forgotten with all its holds).  Raises what an
+ * interrupted network wait raises; the hold logged before the request is then taken
+ * back by the abort.
  */
 RedlockHoldStatus
 redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int wait_ms,
 					 bool *was_lost, RedlockResult *result)
 {
+	RedlockNodeSet *set = redlock_nodeset_current();
 	HeldLock   *lock;
 
 	*was_lost = false;
 	lock = lock_find(resource);
 
-	if (lock && lock->acquired)
+	/* A release that was interrupted, or an attempt that was cut short: finish it. */
+	if (lock && (lock->releasing || !lock->acquired))
 	{
-		/*
-		 * Held already: refresh the TTL, then stack a hold.  (An interrupted refresh
-		 * leaves nothing to undo.)
-		 */
-		RedlockHoldStatus status = lock_refresh(lock, ttl_ms, result);
+		release_locks(&lock, 1, false, false, NULL);
+		lock = NULL;
+	}
+
+	if (lock && lock->set != set)
+	{
+		lock_drop_reconfigured(lock);
+		*was_lost = true;
+	}
+	else if (lock)
+	{
+		/* Held already: refresh the TTL, then stack a hold. */
+		RedlockHoldStatus status = lock_refresh(lock, Max(ttl_ms, lock->ttl_ms), result);
 
 		if (status == REDLOCK_HELD)
 		{
@@ -286,27 +436,23 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		}
 		if (status == REDLOCK_FAILED)
 			return REDLOCK_FAILED;
-		/* Lost, and forgotten: acquire afresh. */
 		*was_lost = true;
-		lock = NULL;
 	}
 
 	if (lock == NULL)
+		lock = lock_create(resource, set);
+	else
 	{
-		/* Everything that can fail is done before the entry exists. */
-		char	   *key = make_key(resource);
-		char		token[REDLOCK_TOKEN_LEN + 1];
-
-		redlock_new_token(token);
-		lock = hash_search(locks, resource, HASH_ENTER, NULL);
-		memset(((char *) lock) + offsetof(HeldLock, key), 0,
-			   sizeof(HeldLock) - offsetof(HeldLock, key));
-		lock->key = key;
-		memcpy(lock->token, token, sizeof(token));
+		/* Lost: acquire afresh on the configuration in force, keeping the holds. */
+		redlock_nodeset_unpin(lock->set);
+		lock->set = set;
+		redlock_nodeset_pin(set);
+		pfree(lock->key);
+		lock->key = make_key(resource);
 	}
 
 	hold_add(lock, scope);
-	redlock_quorum_acquire(lock->key, lock->token, ttl_ms, wait_ms, result);
+	redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms, result);
 	if (result->status != REDLOCK_OK)
 	{
 		/* The attempt was undone on the masters already (spec §3 step 5). */
@@ -324,24 +470,23 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 /*
  * redlock_lock_release
  *		Drops one session hold on resource, the latest one first, and releases the lock
- *		on the masters (spec §5) when no hold is left.
+ *		on the masters it was taken on (spec §5) when no hold is left.
  *
  * info: filled when REDLOCK_RELEASED is returned (resource, whether the validity had
- *		run out, the quorum outcome).
+ *		run out or the configuration changed, the quorum outcome).
  *
  * Returns REDLOCK_NOT_HELD when this backend has no session hold on resource,
  * REDLOCK_HELD when holds remain, REDLOCK_RELEASED otherwise.  Raises what an
- * interrupted network wait raises (the lock is already forgotten then; its keys
- * expire with their TTL).
+ * interrupted network wait raises (the lock then stays marked releasing, and the
+ * cleanup after the error releases it).
  */
 RedlockHoldStatus
 redlock_lock_release(const char *resource, RedlockReleaseInfo *info)
 {
 	HeldLock   *lock = lock_find(resource);
-	DetachedLock detached;
 	bool		removed = false;
 
-	if (lock == NULL || !lock->acquired || count_holds(lock, true) == 0)
+	if (lock == NULL || !lock->acquired || lock->releasing || count_holds(lock, true) == 0)
 		return REDLOCK_NOT_HELD;
 
 	for (int i = lock->npending - 1; i >= 0 && !removed; i--)
@@ -358,8 +503,7 @@ redlock_lock_release(const char *resource, RedlockReleaseInfo *info)
 	if (total_holds(lock) > 0)
 		return REDLOCK_HELD;
 
-	detached = lock_detach(lock);
-	release_detached(&detached, false, info);
+	*info = release_locks(&lock, 1, false, false, NULL)[0];
 	return REDLOCK_RELEASED;
 }
 
@@ -367,63 +511,98 @@ redlock_lock_release(const char *resource, RedlockReleaseInfo *info)
  * redlock_lock_extend
  *		Sets a new TTL on a lock this backend holds (spec §6).
  *
- * ttl_ms: the new TTL, 1..REDLOCK_MAX_TTL_MS, or 0 for the TTL it was acquired with.
+ * ttl_ms: the new TTL, 1..REDLOCK_MAX_TTL_MS leaving validity after drift, or 0 for
+ *		the TTL last set on the masters (by the acquire, a re-acquire or an extend).
  * result: the quorum outcome.
  *
  * Returns REDLOCK_NOT_HELD, REDLOCK_HELD (extended), REDLOCK_LOST (a quorum answered
- * but no longer holds our token: the lock is forgotten and let go of on the masters)
- * or REDLOCK_FAILED (fewer than a quorum answered: nothing changed).  Raises what an
- * interrupted network wait raises.
+ * but no longer holds our token, or the configuration changed since it was taken: the
+ * lock is forgotten and let go of on the masters it was taken on) or REDLOCK_FAILED
+ * (fewer than a quorum answered: the lock is kept, its validity cut to what the new
+ * TTL allows from the start of the request).  Raises what an interrupted network wait
+ * raises (the validity stays cut likewise).
  */
 RedlockHoldStatus
 redlock_lock_extend(const char *resource, int ttl_ms, RedlockResult *result)
 {
 	HeldLock   *lock = lock_find(resource);
+	RedlockHoldStatus status;
 
-	if (lock == NULL || !lock->acquired)
+	if (lock == NULL || !lock->acquired || lock->releasing)
 		return REDLOCK_NOT_HELD;
-	return lock_refresh(lock, ttl_ms == 0 ? lock->ttl_ms : ttl_ms, result);
+	if (lock_reconfigured(lock))
+	{
+		lock_drop_reconfigured(lock);
+		lock_forget(lock);
+		memset(result, 0, sizeof(*result));
+		result->status = REDLOCK_BUSY;
+		return REDLOCK_LOST;
+	}
+	status = lock_refresh(lock, ttl_ms == 0 ? lock->ttl_ms : ttl_ms, result);
+	if (status == REDLOCK_LOST)
+		lock_forget(lock);
+	return status;
+}
+
+/*
+ * Collects into a palloc'd array (*held) the locks for which keep() is false, after
+ * calling prepare() (may be NULL) on each; returns how many.
+ */
+static int
+collect_locks(HeldLock ***held, void (*prepare) (HeldLock *lock, void *arg),
+			  bool (*keep) (HeldLock *lock, void *arg), void *arg)
+{
+	HASH_SEQ_STATUS scan;
+	HeldLock   *lock;
+	int			n = 0;
+
+	table_init();
+	*held = palloc(sizeof(HeldLock *) * (hash_get_num_entries(locks) + 1));
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		if (prepare && !lock->releasing)
+			prepare(lock, arg);
+		if (lock->releasing || !keep(lock, arg))
+			(*held)[n++] = lock;
+	}
+	return n;
+}
+
+/* Drops lock's session holds. */
+static void
+drop_session_holds(HeldLock *lock, void *arg pg_attribute_unused())
+{
+	lock->session_holds = 0;
+	for (int i = lock->npending - 1; i >= 0; i--)
+		if (lock->pending[i].scope == REDLOCK_SCOPE_SESSION)
+			hold_remove(lock, i);
+}
+
+/* Keeps a lock while it has holds and is acquired (or being acquired, outside aborts). */
+static bool
+keep_if_held(HeldLock *lock, void *arg pg_attribute_unused())
+{
+	return total_holds(lock) > 0 && lock->acquired;
 }
 
 /*
  * redlock_lock_release_session
  *		Drops every session hold of this backend (transaction holds stay) and releases
- *		the locks left with no hold, calling report (may be NULL) for each.
+ *		the locks left with no hold, in one round, calling report (may be NULL) for
+ *		each.
  *
  * Returns the number of locks released.  Raises what an interrupted network wait
- * raises.
+ * raises; the locks not yet released stay marked releasing, and the cleanup after the
+ * error releases them.
  */
 int
 redlock_lock_release_session(RedlockReleaseReport report)
 {
-	HASH_SEQ_STATUS scan;
-	HeldLock   *lock;
-	DetachedLock *detached;
-	int			n = 0;
+	HeldLock  **held;
+	int			n = collect_locks(&held, drop_session_holds, keep_if_held, NULL);
 
-	table_init();
-	detached = palloc(sizeof(DetachedLock) * (hash_get_num_entries(locks) + 1));
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
-	{
-		if (!lock->acquired)
-			continue;
-		lock->session_holds = 0;
-		for (int i = lock->npending - 1; i >= 0; i--)
-			if (lock->pending[i].scope == REDLOCK_SCOPE_SESSION)
-				hold_remove(lock, i);
-		if (total_holds(lock) == 0)
-			detached[n++] = lock_detach(lock);
-	}
-
-	for (int i = 0; i < n; i++)
-	{
-		RedlockReleaseInfo info;
-
-		release_detached(&detached[i], false, &info);
-		if (report)
-			report(&info);
-	}
+	release_locks(held, n, false, false, report);
 	return n;
 }
 
@@ -438,7 +617,6 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 	HeldLock   *lock;
 	RedlockLockInfo *out;
 	int			n = 0;
-	double		now_ms = redlock_clock_ms();
 	TimestampTz now = GetCurrentTimestamp();
 
 	table_init();
@@ -448,7 +626,7 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 	{
 		RedlockLockInfo *info = &out[n];
 
-		if (!lock->acquired)
+		if (!lock->acquired || lock->releasing)
 			continue;
 		info->resource = pstrdup(lock->resource);
 		info->key = pstrdup(lock->key);
@@ -457,8 +635,8 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 		info->ttl_ms = lock->ttl_ms;
 		info->nodes = lock->nodes;
 		info->acquired_at = lock->acquired_at;
-		info->validity_ms = lock->valid_until_ms - now_ms;
-		info->valid_until = TimestampTzPlusMilliseconds(now, (int64) info->validity_ms);
+		info->validity_ms = lock_validity_left(lock);
+		info->valid_until = TimestampTzPlusMilliseconds(now, (int64) Max(info->validity_ms, 0));
 		n++;
 	}
 	*locks_out = out;
@@ -468,18 +646,20 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 /*
  * redlock_lock_xact_pending
  *		True when the current transaction added a hold or lost a transaction-scoped
- *		lock: the transaction hooks have work to do.
+ *		lock, or a release is unfinished: the transaction hooks have work to do.
  */
 bool
 redlock_lock_xact_pending(void)
 {
-	return pending_total > 0 || lost_xact_resource[0] != '\0';
+	return pending_total > 0 || nlost > 0 || releasing_total > 0;
 }
 
 /*
  * redlock_lock_first_expired_xact
- *		Returns (palloc'd) the resource of a transaction-scoped lock whose validity has
- *		run out or that was lost in this transaction, or NULL when there is none.
+ *		Returns (palloc'd) the resource of a transaction-scoped lock that was lost in
+ *		this transaction (and not in a subtransaction that rolled back), that was taken
+ *		under another configuration than the one in force, or whose validity has less
+ *		than redlock.commit_margin left; NULL when there is none.
  */
 const char *
 redlock_lock_first_expired_xact(void)
@@ -487,14 +667,15 @@ redlock_lock_first_expired_xact(void)
 	HASH_SEQ_STATUS scan;
 	HeldLock   *lock;
 
-	if (lost_xact_resource[0] != '\0')
-		return pstrdup(lost_xact_resource);
+	if (nlost > 0)
+		return pstrdup(lost_holds[0].resource);
 	if (pending_total == 0)
 		return NULL;
 	hash_seq_init(&scan, locks);
 	while ((lock = hash_seq_search(&scan)) != NULL)
 	{
-		if (count_holds(lock, false) > 0 && lock_expired(lock))
+		if (count_holds(lock, false) > 0 && !lock->releasing &&
+			lock_validity_left(lock) <= redlock_commit_margin_ms)
 		{
 			hash_seq_term(&scan);
 			return pstrdup(lock->resource);
@@ -503,97 +684,119 @@ redlock_lock_first_expired_xact(void)
 	return NULL;
 }
 
+/* Ends the current transaction's holds on lock; arg points to "commit". */
+static void
+end_xact_holds(HeldLock *lock, void *arg)
+{
+	if (lock->npending == 0)
+		return;
+	if (*(bool *) arg)
+		lock->session_holds = count_holds(lock, true);
+	pending_total -= lock->npending;
+	lock->npending = 0;
+}
+
 /*
  * redlock_lock_xact_end
  *		Ends the top-level transaction for the lock table.  At commit the session holds
  *		it added become permanent; at commit or abort its transaction holds end, and at
- *		abort its session holds too.  Locks left with no hold are released on the
- *		masters in cleanup mode (bounded, never raising on network trouble) and passed
- *		to report.
+ *		abort its session holds too.  Locks left with no hold (or whose acquire was cut
+ *		short) are released on the masters in one round, in cleanup mode (bounded,
+ *		never raising on network trouble), and passed to report.
  */
 void
 redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 {
-	HASH_SEQ_STATUS scan;
-	HeldLock   *lock;
-	DetachedLock *detached;
-	int			n = 0;
+	HeldLock  **held;
+	int			n;
 
-	lost_xact_resource[0] = '\0';
-	if (pending_total == 0)
+	nlost = 0;
+	if (pending_total == 0 && releasing_total == 0)
 		return;
+	n = collect_locks(&held, end_xact_holds, keep_if_held, &commit);
+	release_locks(held, n, true, false, report);
+}
 
-	detached = palloc(sizeof(DetachedLock) * (hash_get_num_entries(locks) + 1));
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
+/* What subxact_end_holds needs. */
+typedef struct SubxactEnd
+{
+	bool		commit;
+	SubTransactionId subid;
+	SubTransactionId parent;
+} SubxactEnd;
+
+/* Passes subid's holds on lock to its parent (commit) or takes them back (abort). */
+static void
+end_subxact_holds(HeldLock *lock, void *arg)
+{
+	SubxactEnd *end = arg;
+
+	for (int i = lock->npending - 1; i >= 0; i--)
 	{
-		if (lock->npending == 0)
+		if (lock->pending[i].subid != end->subid)
 			continue;
-		if (commit)
-			lock->session_holds = count_holds(lock, true);
-		pending_total -= lock->npending;
-		lock->npending = 0;
-		if (total_holds(lock) == 0)
-			detached[n++] = lock_detach(lock);
+		if (end->commit)
+			lock->pending[i].subid = end->parent;
+		else
+			hold_remove(lock, i);
 	}
-	release_all_detached(detached, n, report);
 }
 
 /*
  * redlock_lock_subxact_end
  *		Ends subtransaction subid (child of parent) for the lock table: at commit its
- *		holds pass to the parent; at abort they are taken back and locks left with no
- *		hold are released in cleanup mode and passed to report.
+ *		holds (and lost holds) pass to the parent; at abort they are taken back, and
+ *		locks left with no hold are released in one round in cleanup mode and passed
+ *		to report.
  */
 void
 redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId parent,
 						 RedlockReleaseReport report)
 {
-	HASH_SEQ_STATUS scan;
-	HeldLock   *lock;
-	DetachedLock *detached;
-	int			n = 0;
+	SubxactEnd	end = {commit, subid, parent};
+	HeldLock  **held;
+	int			n;
+	int			kept = 0;
 
-	if (pending_total == 0)
-		return;
-
-	detached = palloc(sizeof(DetachedLock) * (hash_get_num_entries(locks) + 1));
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
+	for (int i = 0; i < nlost; i++)
 	{
-		for (int i = lock->npending - 1; i >= 0; i--)
+		if (lost_holds[i].subid == subid)
 		{
-			if (lock->pending[i].subid != subid)
+			if (!commit)
 				continue;
-			if (commit)
-				lock->pending[i].subid = parent;
-			else
-				hold_remove(lock, i);
+			lost_holds[i].subid = parent;
 		}
-		if (total_holds(lock) == 0)
-			detached[n++] = lock_detach(lock);
+		lost_holds[kept++] = lost_holds[i];
 	}
-	release_all_detached(detached, n, report);
+	nlost = kept;
+
+	if (pending_total == 0 && releasing_total == 0)
+		return;
+	n = collect_locks(&held, end_subxact_holds, keep_if_held, &end);
+	release_locks(held, n, true, false, report);
+}
+
+/* Keeps nothing. */
+static bool
+keep_none(HeldLock *lock pg_attribute_unused(), void *arg pg_attribute_unused())
+{
+	return false;
 }
 
 /*
  * redlock_lock_release_everything
- *		Forgets every lock and releases each on the masters in cleanup mode, passing it
- *		to report: for backend exit.
+ *		Forgets every lock and releases them all on the masters in one round, in
+ *		cleanup mode, waiting for every master within its deadline, passing each to
+ *		report: for backend exit.
  */
 void
 redlock_lock_release_everything(RedlockReleaseReport report)
 {
-	HASH_SEQ_STATUS scan;
-	HeldLock   *lock;
-	DetachedLock *detached;
-	int			n = 0;
+	HeldLock  **held;
+	int			n;
 
 	if (locks == NULL)
 		return;
-	detached = palloc(sizeof(DetachedLock) * (hash_get_num_entries(locks) + 1));
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
-		detached[n++] = lock_detach(lock);
-	release_all_detached(detached, n, report);
+	n = collect_locks(&held, NULL, keep_none, NULL);
+	release_locks(held, n, true, true, report);
 }

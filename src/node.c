@@ -2,29 +2,49 @@
  *
  * node.c
  *	  Connections to the Redis masters: one non-blocking hiredis context per master
- *	  per backend, and "send this command to all masters at once and wait until the
- *	  outcome is decided" (spec §3 step 2: multiplexing, a timeout small next to the TTL).
+ *	  per backend, and "send these commands to all masters at once and wait until
+ *	  their outcomes are decided" (spec §3 step 2: multiplexing, a timeout small next
+ *	  to the TTL).
  *
- * This layer knows Redis, not locks.  Connections open lazily and are reused.  AUTH
- * and SELECT are pipelined ahead of the first command on a new connection.
+ * This layer knows Redis, not locks.  The masters of one configuration (server list,
+ * credentials, database) form a node set.  The set of the configuration in force is
+ * "current"; a lock remembers the set it was taken on (it pins it), so that its
+ * release or undo still reaches those masters after the configuration changed.  A
+ * set nobody pins and that is no longer current is closed and freed.  A reload that
+ * changes nothing finds the same configuration and keeps its set, connections and
+ * figures.
+ *
+ * Connections open lazily and are reused.  A new connection first runs its handshake
+ * (AUTH, SELECT, SCRIPT LOAD) and only then gets the call's commands: nothing that
+ * takes or touches a lock may run on a connection whose AUTH or SELECT failed.  A
+ * call decided while a handshake was under way leaves its commands queued on that
+ * connection; they go out, in order, once the handshake is done.  An
+ * idle connection is checked (a non-blocking peek) before it is used, so that one
+ * the master closed meanwhile (Redis "timeout", a restart, a NAT cutting idle TCP)
+ * is re-opened instead of failing the call.
  *
  * A call stops waiting as soon as its outcome is decided (RedlockCommand.need), so a
  * slow or hung master does not slow down an acquire that a majority already granted.
  * The replies it did not wait for stay owed on their connections.  Each connection
  * keeps, oldest first, what every owed reply is for (the handshake, or which call and
  * which script command with its arguments); Redis answers in order, so the next call
- * reads the old replies first, counts them and drops them, except that a script
- * command answered NOSCRIPT is sent again whole with EVAL, whenever that reply is read:
- * a release, an extension or an undo is never lost to an empty script cache.  New
- * connections load the scripts (SCRIPT LOAD) in their handshake, so that NOSCRIPT is
- * rare to begin with.  A connection that owes replies and has made no progress for
- * longer than redlock.timeout is taken for hung and closed.  So is one that failed
- * (I/O, protocol, timeout): it is re-opened on the next call.
+ * reads the old replies first, counts them and drops them.  A script command answered
+ * NOSCRIPT is sent again whole with EVAL, whenever that reply is read (a release,
+ * extension or undo is never lost to an empty script cache), unless a newer script
+ * command on the same key and token is already on its way: re-sent behind it, an older
+ * extension would set an older TTL over the newer one.  A connection that owes
+ * replies and has made no progress for longer than redlock.timeout is taken for hung
+ * and closed.  So is one that failed (I/O, protocol, timeout): it is re-opened on the
+ * next call.
  *
- * The wait is one WaitEventSet over every socket, the latch and postmaster death, kept
- * for the backend's life and rebuilt only when a connection opens or closes.  Query
- * cancel and statement_timeout interrupt it (an interrupted call just leaves replies
- * owed), and pg_stat_activity shows wait event type "Extension" meanwhile.
+ * One call may carry several commands (a cleanup releases every lock in one round);
+ * every master gets them all at once and each command is decided on its own.
+ *
+ * The wait is one WaitEventSet over every socket of the set in use, the latch and
+ * postmaster death, kept for the backend's life and rebuilt only when a socket opens
+ * or closes or another set is used.  Query cancel and statement_timeout interrupt it
+ * (an interrupted call just leaves replies owed), and pg_stat_activity shows wait
+ * event type "Extension" meanwhile.
  *
  * hiredis allocates with malloc; nothing here hands it palloc'd memory, and replies
  * are freed before anything that may raise.
@@ -43,6 +63,7 @@
 #include "storage/latch.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include <hiredis/hiredis.h>
@@ -51,8 +72,8 @@
 
 /*
  * A reply a connection still owes.  call_id 0 is the handshake (AUTH, SELECT, SCRIPT
- * LOAD).  For a script command the arguments are kept (args, palloc'd in
- * NodeContext), so that it can be sent again with EVAL if the master answers NOSCRIPT.
+ * LOAD).  For a script command the arguments are kept (args, palloc'd in the set's
+ * context), so that it can be sent again with EVAL if the master answers NOSCRIPT.
  */
 typedef struct OwedReply
 {
@@ -67,15 +88,18 @@ typedef struct OwedReply
 
 /*
  * A configured master.  When ctx is NULL the connection is closed and the fields
- * after it mean nothing.
+ * from ctx to event_mask mean nothing.
  */
 typedef struct RedlockNode
 {
 	RedlockNodeAddr addr;
-	char		name[REDLOCK_NODE_NAME_LEN];
 	redisContext *ctx;
 	bool		connecting;		/* non-blocking connect not yet confirmed */
 	bool		writing;		/* output not all sent yet */
+	int			handshake_owed; /* handshake replies not yet read */
+	OwedReply  *queued;			/* commands to send once the handshake is done */
+	int			nqueued;
+	int			maxqueued;
 	OwedReply  *owed;			/* ring of owed replies, oldest at owed_head */
 	int			owed_head;
 	int			owed_len;
@@ -83,31 +107,84 @@ typedef struct RedlockNode
 	double		progress_ms;	/* last reply, or when it began to owe one */
 	int			event_pos;		/* position in wait_set */
 	uint32		event_mask;		/* socket events registered there */
+	RedlockNodeFigures figures; /* what this backend saw of it (redlock_nodes()) */
 } RedlockNode;
+
+/* The masters of one configuration, and that configuration. */
+struct RedlockNodeSet
+{
+	int			count;
+	RedlockNode *nodes;
+	char	   *username;		/* "" for none */
+	char	   *password;		/* "" for none */
+	int			database;
+	int			pins;			/* locks taken on this set */
+	MemoryContext context;		/* this struct, nodes, owed rings and arguments */
+	RedlockNodeSet *next;		/* in all_sets */
+};
 
 /* What one redlock_nodes_run() call is doing with one node. */
 typedef struct NodeCall
 {
-	bool		active;			/* still waiting for this call's reply */
+	int			awaited;		/* commands of this call whose reply is awaited */
+	bool		deferred;		/* commands held back until the handshake is done */
 	double		deadline_ms;
 	bool		polled_after_deadline;	/* a wait begun past the deadline has run */
 } NodeCall;
 
-static RedlockNode *nodes = NULL;
-static int	node_count = 0;
-static MemoryContext NodeContext = NULL;	/* owed-reply rings and their arguments */
+/* One redlock_nodes_run() call. */
+typedef struct CallState
+{
+	RedlockNodeSet *set;
+	const RedlockCommand *commands;
+	int			ncommands;
+	uint64		first_id;		/* call_id of commands[0]; commands[c] has first_id + c */
+	double		start_ms;
+	NodeCall	calls[REDLOCK_MAX_NODES];
+	bool	   *awaiting;		/* [c * count + i]: command c's reply from node i */
+	RedlockNodeOutcome *outcomes;	/* [c * count + i] */
+} CallState;
+
+static RedlockNodeSet *current_set = NULL;
+static RedlockNodeSet *all_sets = NULL;
+static uint64 current_generation = 0;
 static uint64 call_counter = 0;
 
 /* The scripts every connection loads in its handshake. */
 #define REDLOCK_MAX_SCRIPTS 4
 static RedlockScript *scripts[REDLOCK_MAX_SCRIPTS];
 static int	script_count = 0;
-static uint64 nodes_generation = 0;
-static bool nodes_built = false;
 
-/* The backend's wait set; rebuilt when wait_set_stale (a socket opened or closed). */
+/* The backend's wait set, for wait_set_for; rebuilt when stale or for another set. */
 static WaitEventSet *wait_set = NULL;
+static RedlockNodeSet *wait_set_for = NULL;
 static bool wait_set_stale = true;
+
+/* Fills entry with a command and a copy of its arguments (in set's context). */
+static void
+entry_fill(RedlockNodeSet *set, OwedReply *entry, uint64 call_id, const RedlockScript *script,
+		   bool eval, int argc, const char *const *argv, const size_t *argvlen)
+{
+	size_t		total = 0;
+	char	   *p;
+
+	memset(entry, 0, sizeof(*entry));
+	entry->call_id = call_id;
+	entry->script = script;
+	entry->eval = eval;
+	for (int k = 0; k < argc; k++)
+		total += argvlen[k] + 1;
+	entry->args = p = MemoryContextAlloc(set->context, Max(total, 1));
+	for (int k = 0; k < argc; k++)
+	{
+		memcpy(p, argv[k], argvlen[k]);
+		p[argvlen[k]] = '\0';
+		entry->argv[k] = p;
+		entry->argvlen[k] = argvlen[k];
+		p += argvlen[k] + 1;
+	}
+	entry->argc = argc;
+}
 
 /*
  * Logs, at the tail of node's ring, a reply that a command about to be appended will
@@ -115,7 +192,8 @@ static bool wait_set_stale = true;
  * never hold a command whose reply nobody expects.
  */
 static OwedReply *
-owed_push(RedlockNode *node, uint64 call_id, const RedlockScript *script, bool eval,
+owed_push(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
+		  const RedlockScript *script, bool eval,
 		  int argc, const char *const *argv, const size_t *argvlen)
 {
 	OwedReply  *entry;
@@ -123,7 +201,7 @@ owed_push(RedlockNode *node, uint64 call_id, const RedlockScript *script, bool e
 	if (node->owed_len == node->owed_cap)
 	{
 		int			newcap = Max(8, node->owed_cap * 2);
-		OwedReply  *ring = MemoryContextAlloc(NodeContext, newcap * sizeof(OwedReply));
+		OwedReply  *ring = MemoryContextAlloc(set->context, newcap * sizeof(OwedReply));
 
 		for (int k = 0; k < node->owed_len; k++)
 			ring[k] = node->owed[(node->owed_head + k) % node->owed_cap];
@@ -135,26 +213,12 @@ owed_push(RedlockNode *node, uint64 call_id, const RedlockScript *script, bool e
 	}
 	entry = &node->owed[(node->owed_head + node->owed_len) % node->owed_cap];
 	memset(entry, 0, sizeof(*entry));
-	entry->call_id = call_id;
-	entry->script = script;
-	entry->eval = eval;
 	if (script)
+		entry_fill(set, entry, call_id, script, eval, argc, argv, argvlen);
+	else
 	{
-		size_t		total = 0;
-		char	   *p;
-
-		for (int k = 0; k < argc; k++)
-			total += argvlen[k] + 1;
-		entry->args = p = MemoryContextAlloc(NodeContext, Max(total, 1));
-		for (int k = 0; k < argc; k++)
-		{
-			memcpy(p, argv[k], argvlen[k]);
-			p[argvlen[k]] = '\0';
-			entry->argv[k] = p;
-			entry->argvlen[k] = argvlen[k];
-			p += argvlen[k] + 1;
-		}
-		entry->argc = argc;
+		memset(entry, 0, sizeof(*entry));
+		entry->call_id = call_id;
 	}
 	if (node->owed_len++ == 0)
 		node->progress_ms = redlock_clock_ms();
@@ -192,10 +256,8 @@ owed_free(OwedReply *entry)
 
 /* Closes node's connection, if any, forgetting what it owed. */
 static void
-node_close(int i)
+node_close(RedlockNodeSet *set, RedlockNode *node)
 {
-	RedlockNode *node = &nodes[i];
-
 	if (node->ctx == NULL)
 		return;
 	redisFree(node->ctx);
@@ -203,6 +265,7 @@ node_close(int i)
 	node->ctx = NULL;
 	node->connecting = false;
 	node->writing = false;
+	node->handshake_owed = 0;
 	while (node->owed_len > 0)
 	{
 		OwedReply	entry;
@@ -210,85 +273,196 @@ node_close(int i)
 		owed_pop(node, &entry);
 		owed_free(&entry);
 	}
-	wait_set_stale = true;
-	redlock_stats_node(i)->connected = false;
+	for (int k = 0; k < node->nqueued; k++)
+		owed_free(&node->queued[k]);
+	node->nqueued = 0;
+	if (set == wait_set_for)
+		wait_set_stale = true;
+	node->figures.connected = false;
 }
 
-/*
- * redlock_nodes_disconnect
- *		Closes every connection to the masters.  Raises nothing.
- */
-void
-redlock_nodes_disconnect(void)
-{
-	for (int i = 0; i < node_count; i++)
-		node_close(i);
-}
-
-/* Rebuilds the node array from redlock.servers when the configuration changed. */
+/* Records error as node's last one. */
 static void
-nodes_refresh(void)
+node_note_error(RedlockNode *node, const char *error)
 {
-	const RedlockServerList *list = redlock_server_list;
+	node->figures.errors++;
+	strlcpy(node->figures.last_error, error, sizeof(node->figures.last_error));
+	node->figures.last_error_at = GetCurrentTimestamp();
+}
 
-	if (nodes_built && nodes_generation == redlock_connection_generation)
-		return;
+/* Closes every connection of set and frees it. */
+static void
+set_free(RedlockNodeSet *set)
+{
+	RedlockNodeSet **link;
 
-	if (NodeContext == NULL)
-		NodeContext = AllocSetContextCreate(TopMemoryContext, "redlock connections",
-											ALLOCSET_SMALL_SIZES);
-
-	/* Close with the old array, whose figures still describe the old nodes. */
-	for (int i = 0; i < node_count; i++)
+	for (int i = 0; i < set->count; i++)
+		node_close(set, &set->nodes[i]);
+	for (link = &all_sets; *link; link = &(*link)->next)
 	{
-		RedlockNode *node = &nodes[i];
-
-		if (node->ctx)
+		if (*link == set)
 		{
-			redisFree(node->ctx);
-			ReleaseExternalFD();
+			*link = set->next;
+			break;
 		}
 	}
-	MemoryContextReset(NodeContext);
-	wait_set_stale = true;
-	if (nodes)
-		pfree(nodes);
-	nodes = NULL;
-	node_count = list ? list->count : 0;
-	if (node_count > 0)
-		nodes = MemoryContextAllocZero(TopMemoryContext, node_count * sizeof(RedlockNode));
-	for (int i = 0; i < node_count; i++)
+	if (wait_set_for == set)
 	{
-		nodes[i].addr = list->nodes[i];
-		redlock_node_addr_name(&list->nodes[i], nodes[i].name, sizeof(nodes[i].name));
+		wait_set_for = NULL;
+		wait_set_stale = true;
 	}
-	nodes_generation = redlock_connection_generation;
-	nodes_built = true;
+	MemoryContextDelete(set->context);
+}
+
+/* Frees set when no lock pins it and it is no longer the configuration in force. */
+static void
+set_free_if_unused(RedlockNodeSet *set)
+{
+	if (set != current_set && set->pins == 0)
+		set_free(set);
+}
+
+/* True when set was built for the configuration now in the GUCs. */
+static bool
+set_matches_settings(const RedlockNodeSet *set)
+{
+	const RedlockServerList *list = redlock_server_list;
+	int			count = list ? list->count : 0;
+
+	if (set->count != count || set->database != redlock_database ||
+		strcmp(set->username, redlock_username ? redlock_username : "") != 0 ||
+		strcmp(set->password, redlock_password ? redlock_password : "") != 0)
+		return false;
+	for (int i = 0; i < count; i++)
+		if (set->nodes[i].addr.port != list->nodes[i].port ||
+			strcmp(set->nodes[i].addr.host, list->nodes[i].host) != 0)
+			return false;
+	return true;
+}
+
+/* A new, unconnected set for the configuration now in the GUCs. */
+static RedlockNodeSet *
+set_build(void)
+{
+	const RedlockServerList *list = redlock_server_list;
+	MemoryContext context = AllocSetContextCreate(TopMemoryContext, "redlock node set",
+												  ALLOCSET_SMALL_SIZES);
+	RedlockNodeSet *set = MemoryContextAllocZero(context, sizeof(RedlockNodeSet));
+
+	set->context = context;
+	set->count = list ? list->count : 0;
+	set->nodes = MemoryContextAllocZero(context, Max(set->count, 1) * sizeof(RedlockNode));
+	set->username = MemoryContextStrdup(context, redlock_username ? redlock_username : "");
+	set->password = MemoryContextStrdup(context, redlock_password ? redlock_password : "");
+	set->database = redlock_database;
+	for (int i = 0; i < set->count; i++)
+	{
+		RedlockNode *node = &set->nodes[i];
+
+		node->addr = list->nodes[i];
+		redlock_node_addr_name(&node->addr, node->figures.name, sizeof(node->figures.name));
+		node->figures.last_rtt_ms = -1;
+	}
+	set->next = all_sets;
+	all_sets = set;
+	return set;
 }
 
 /*
- * redlock_node_count
- *		Returns the number of configured masters, first re-reading redlock.servers
- *		(and closing every connection) if it or the credentials changed.  This is the
- *		only place the node set changes, so callers size their outcome arrays from it.
- *		Raises only out-of-memory errors.
+ * redlock_nodeset_current
+ *		Returns the node set of the configuration in force (redlock.servers, username,
+ *		password, database), building it when the configuration changed and no set of
+ *		it exists yet.  The previous current set is freed unless a lock pins it.  Raises
+ *		only out-of-memory errors.
+ */
+RedlockNodeSet *
+redlock_nodeset_current(void)
+{
+	RedlockNodeSet *previous = current_set;
+	RedlockNodeSet *set;
+
+	if (current_set && current_generation == redlock_connection_generation)
+		return current_set;
+
+	for (set = all_sets; set; set = set->next)
+		if (set_matches_settings(set))
+			break;
+	if (set == NULL)
+		set = set_build();
+	current_set = set;
+	current_generation = redlock_connection_generation;
+	if (previous && previous != set)
+		set_free_if_unused(previous);
+	return set;
+}
+
+/*
+ * redlock_nodeset_pin, redlock_nodeset_unpin
+ *		A lock taken on set pins it, so that it stays (with its connections) until the
+ *		lock is released, even after the configuration changed.  Unpinning the last pin
+ *		of a set that is no longer current frees it.  Raise nothing.
+ */
+void
+redlock_nodeset_pin(RedlockNodeSet *set)
+{
+	set->pins++;
+}
+
+void
+redlock_nodeset_unpin(RedlockNodeSet *set)
+{
+	Assert(set->pins > 0);
+	set->pins--;
+	set_free_if_unused(set);
+}
+
+/*
+ * redlock_nodeset_size
+ *		Returns the number of masters in set.
  */
 int
-redlock_node_count(void)
+redlock_nodeset_size(const RedlockNodeSet *set)
 {
-	nodes_refresh();
-	return node_count;
+	return set->count;
 }
 
 /*
  * redlock_node_name
- *		Returns the "host:port" (or socket path) of node, 0 <= node < redlock_node_count().
+ *		Returns the "host:port" (or socket path) of node, 0 <= node < set's size.
  */
 const char *
-redlock_node_name(int node)
+redlock_node_name(const RedlockNodeSet *set, int node)
 {
-	Assert(node >= 0 && node < node_count);
-	return nodes[node].name;
+	Assert(node >= 0 && node < set->count);
+	return set->nodes[node].figures.name;
+}
+
+/*
+ * redlock_nodes_figures
+ *		Returns a palloc'd copy of what this backend saw of each master of the current
+ *		set (*figures), and how many there are.  Raises only out-of-memory errors.
+ */
+int
+redlock_nodes_figures(RedlockNodeFigures **figures)
+{
+	RedlockNodeSet *set = redlock_nodeset_current();
+
+	*figures = palloc(Max(set->count, 1) * sizeof(RedlockNodeFigures));
+	for (int i = 0; i < set->count; i++)
+		(*figures)[i] = set->nodes[i].figures;
+	return set->count;
+}
+
+/*
+ * redlock_nodes_disconnect
+ *		Closes every connection of every set.  Raises nothing.
+ */
+void
+redlock_nodes_disconnect(void)
+{
+	for (RedlockNodeSet *set = all_sets; set; set = set->next)
+		for (int i = 0; i < set->count; i++)
+			node_close(set, &set->nodes[i]);
 }
 
 /*
@@ -335,18 +509,35 @@ redlock_script_register(RedlockScript *script)
 	script_hash(script);
 }
 
-/* Records a failure of node i in this call and closes its connection. */
+/*---- one call ----*/
+
+/* The outcome slot of command c at node i. */
+#define CALL_OUTCOME(cs, c, i)	(&(cs)->outcomes[(c) * (cs)->set->count + (i)])
+#define CALL_AWAITING(cs, c, i)	((cs)->awaiting[(c) * (cs)->set->count + (i)])
+
+/*
+ * Records a failure of node i (why) for every command of the call still waiting on it,
+ * and closes its connection.
+ */
 static void
-node_fail(int i, NodeCall *call, RedlockNodeOutcome *outcome, const char *why)
+node_fail(CallState *cs, int i, const char *why)
 {
-	if (call->active)
+	RedlockNode *node = &cs->set->nodes[i];
+	NodeCall   *call = &cs->calls[i];
+
+	for (int c = 0; c < cs->ncommands; c++)
 	{
-		outcome->kind = REDLOCK_REPLY_NONE;
-		strlcpy(outcome->error, why, sizeof(outcome->error));
-		call->active = false;
+		if (!CALL_AWAITING(cs, c, i) && !call->deferred)
+			continue;
+		CALL_OUTCOME(cs, c, i)->kind = REDLOCK_REPLY_NONE;
+		strlcpy(CALL_OUTCOME(cs, c, i)->error, why, sizeof(CALL_OUTCOME(cs, c, i)->error));
+		CALL_OUTCOME(cs, c, i)->elapsed_ms = redlock_clock_ms() - cs->start_ms;
+		CALL_AWAITING(cs, c, i) = false;
 	}
-	redlock_stats_node_error(i, why);
-	node_close(i);
+	call->awaited = 0;
+	call->deferred = false;
+	node_note_error(node, why);
+	node_close(cs->set, node);
 }
 
 /*
@@ -354,11 +545,12 @@ node_fail(int i, NodeCall *call, RedlockNodeOutcome *outcome, const char *why)
  * call_id; for a script command, with its arguments).  False when hiredis fails.
  */
 static bool
-node_append(RedlockNode *node, uint64 call_id, const RedlockScript *script, bool eval,
+node_append(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
+			const RedlockScript *script, bool eval,
 			int argc, const char **argv, const size_t *argvlen,
 			int script_argc, const char *const *script_argv, const size_t *script_argvlen)
 {
-	owed_push(node, call_id, script, eval, script_argc, script_argv, script_argvlen);
+	owed_push(set, node, call_id, script, eval, script_argc, script_argv, script_argvlen);
 	if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK)
 	{
 		owed_drop_newest(node);
@@ -373,8 +565,9 @@ node_append(RedlockNode *node, uint64 call_id, const RedlockScript *script, bool
  * asked for or no SHA-1 is known) of the script with one key, argv[0].
  */
 static bool
-node_append_command(RedlockNode *node, uint64 call_id, const RedlockScript *script,
-					bool eval, int argc, const char *const *argv, const size_t *argvlen)
+node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
+					const RedlockScript *script, bool eval,
+					int argc, const char *const *argv, const size_t *argvlen)
 {
 	const char *full[REDLOCK_MAX_ARGS + 3];
 	size_t		fulllen[REDLOCK_MAX_ARGS + 3];
@@ -398,23 +591,37 @@ node_append_command(RedlockNode *node, uint64 call_id, const RedlockScript *scri
 		full[n] = argv[k];
 		fulllen[n] = argvlen[k];
 	}
-	if (!node_append(node, call_id, script, eval, n, full, fulllen, argc, argv, argvlen))
+	if (!node_append(set, node, call_id, script, eval, n, full, fulllen, argc, argv, argvlen))
 		return false;
-	redlock_stats_node(node - nodes)->requests++;
+	node->figures.requests++;
+	return true;
+}
+
+/* Appends one handshake command (its reply is owed to call_id 0). */
+static bool
+node_append_handshake(RedlockNodeSet *set, RedlockNode *node, int argc, const char **argv)
+{
+	size_t		argvlen[3];
+
+	for (int k = 0; k < argc; k++)
+		argvlen[k] = strlen(argv[k]);
+	if (!node_append(set, node, 0, NULL, false, argc, argv, argvlen, 0, NULL, NULL))
+		return false;
+	node->handshake_owed++;
 	return true;
 }
 
 /*
- * Opens node i's connection without blocking and queues AUTH and SELECT as
- * configured.  Returns false with why filled when that fails at once.
+ * Opens node i's connection without blocking and queues its handshake: AUTH and SELECT
+ * as configured in the set, and SCRIPT LOAD of every script.  Returns false with why
+ * filled when that fails at once.
  */
 static bool
-node_open(int i, char *why, size_t whylen)
+node_open(RedlockNodeSet *set, int i, char *why, size_t whylen)
 {
-	RedlockNode *node = &nodes[i];
+	RedlockNode *node = &set->nodes[i];
 	char		dbnum[16];
 	const char *argv[3];
-	size_t		argvlen[3];
 
 	if (!AcquireExternalFD())
 	{
@@ -437,68 +644,182 @@ node_open(int i, char *why, size_t whylen)
 	}
 	node->connecting = true;
 	node->writing = false;
-	wait_set_stale = true;
+	node->handshake_owed = 0;
+	if (set == wait_set_for)
+		wait_set_stale = true;
 
-	if (redlock_password && redlock_password[0] != '\0')
+	if (set->password[0] != '\0')
 	{
 		int			argc = 0;
 
-		argv[argc] = "AUTH";
-		argvlen[argc++] = 4;
-		if (redlock_username && redlock_username[0] != '\0')
-		{
-			argv[argc] = redlock_username;
-			argvlen[argc] = strlen(redlock_username);
-			argc++;
-		}
-		argv[argc] = redlock_password;
-		argvlen[argc] = strlen(redlock_password);
-		argc++;
-		if (!node_append(node, 0, NULL, false, argc, argv, argvlen, 0, NULL, NULL))
+		argv[argc++] = "AUTH";
+		if (set->username[0] != '\0')
+			argv[argc++] = set->username;
+		argv[argc++] = set->password;
+		if (!node_append_handshake(set, node, argc, argv))
 			goto oom;
 	}
-	if (redlock_database != 0)
+	if (set->database != 0)
 	{
-		snprintf(dbnum, sizeof(dbnum), "%d", redlock_database);
+		snprintf(dbnum, sizeof(dbnum), "%d", set->database);
 		argv[0] = "SELECT";
-		argvlen[0] = 6;
 		argv[1] = dbnum;
-		argvlen[1] = strlen(dbnum);
-		if (!node_append(node, 0, NULL, false, 2, argv, argvlen, 0, NULL, NULL))
+		if (!node_append_handshake(set, node, 2, argv))
 			goto oom;
 	}
 	for (int k = 0; k < script_count; k++)
 	{
 		argv[0] = "SCRIPT";
-		argvlen[0] = 6;
 		argv[1] = "LOAD";
-		argvlen[1] = 4;
 		argv[2] = scripts[k]->body;
-		argvlen[2] = strlen(scripts[k]->body);
-		if (!node_append(node, 0, NULL, false, 3, argv, argvlen, 0, NULL, NULL))
+		if (!node_append_handshake(set, node, 3, argv))
 			goto oom;
 	}
 	return true;
 
 oom:
-	node_close(i);
+	node_close(set, node);
 	snprintf(why, whylen, "out of memory");
 	return false;
 }
 
+/*
+ * True when an idle connection (nothing owed) can no longer be used: the master
+ * closed it (EOF), reset it, or sent something nobody asked for.
+ */
+static bool
+node_gone_while_idle(const RedlockNode *node)
+{
+	char		byte;
+	ssize_t		r = recv(node->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (r >= 0)
+		return true;			/* EOF, or bytes out of step */
+	return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
 /* Sends what node i has buffered; fails the node on an I/O error. */
 static void
-node_write(int i, NodeCall *call, RedlockNodeOutcome *outcome)
+node_write(CallState *cs, int i)
 {
-	RedlockNode *node = &nodes[i];
+	RedlockNode *node = &cs->set->nodes[i];
 	int			done = 0;
 
 	if (redisBufferWrite(node->ctx, &done) != REDIS_OK)
 	{
-		node_fail(i, call, outcome, node->ctx->errstr);
+		node_fail(cs, i, node->ctx->errstr);
 		return;
 	}
 	node->writing = !done;
+}
+
+/*
+ * Appends every command of the call to node i, now that its connection can take them,
+ * and sends what it can.  The node's deadline runs from now.
+ */
+static void
+node_send_call(CallState *cs, int i)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+	NodeCall   *call = &cs->calls[i];
+
+	call->deferred = false;
+	for (int c = 0; c < cs->ncommands; c++)
+	{
+		const RedlockCommand *command = &cs->commands[c];
+
+		if (!node_append_command(cs->set, node, cs->first_id + c, command->script, false,
+								 command->argc, command->argv, command->argvlen))
+		{
+			node_fail(cs, i, "out of memory");
+			return;
+		}
+		CALL_AWAITING(cs, c, i) = true;
+		call->awaited++;
+	}
+	if (!node->connecting)
+		node_write(cs, i);
+	call->deadline_ms = redlock_clock_ms() +
+		(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
+	call->polled_after_deadline = false;
+}
+
+/*
+ * Sends, now that node i's handshake is done, the commands of earlier calls that were
+ * decided while it was under way: they go out in their order, before this call's.
+ */
+static void
+node_send_queued(CallState *cs, int i)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+	bool		appended = true;
+
+	for (int k = 0; k < node->nqueued; k++)
+	{
+		OwedReply  *q = &node->queued[k];
+
+		appended = appended &&
+			node_append_command(cs->set, node, q->call_id, q->script, q->eval,
+								q->argc, q->argv, q->argvlen);
+		owed_free(q);
+	}
+	node->nqueued = 0;
+	if (!appended)
+		node_fail(cs, i, "out of memory");
+	else if (!node->connecting)
+		node_write(cs, i);
+}
+
+/*
+ * Keeps the commands of a call that was decided while node i's handshake was under
+ * way, to be sent once it is done (so that every master still gets them, but none
+ * runs on a connection whose AUTH or SELECT failed).
+ */
+static void
+node_queue_call(CallState *cs, int i)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+
+	for (int c = 0; c < cs->ncommands; c++)
+	{
+		const RedlockCommand *command = &cs->commands[c];
+
+		if (node->nqueued == node->maxqueued)
+		{
+			int			newmax = Max(4, node->maxqueued * 2);
+
+			node->queued = node->queued
+				? repalloc(node->queued, newmax * sizeof(OwedReply))
+				: MemoryContextAlloc(cs->set->context, newmax * sizeof(OwedReply));
+			node->maxqueued = newmax;
+		}
+		entry_fill(cs->set, &node->queued[node->nqueued], cs->first_id + c, command->script,
+				   false, command->argc, command->argv, command->argvlen);
+		node->nqueued++;
+	}
+	cs->calls[i].deferred = false;
+}
+
+/*
+ * True when node owes a reply to a later script command on the same key with the same
+ * token as entry (just taken off the ring): that command will run after a re-send of
+ * entry, so re-sending entry could undo its effect (an older TTL over a newer one).
+ */
+static bool
+owed_newer_for_same_lock(const RedlockNode *node, const OwedReply *entry)
+{
+	for (int k = 0; k < node->owed_len; k++)
+	{
+		const OwedReply *later = &node->owed[(node->owed_head + k) % node->owed_cap];
+
+		if (later->script && later->argc >= 2 && entry->argc >= 2 &&
+			later->argvlen[0] == entry->argvlen[0] &&
+			memcmp(later->argv[0], entry->argv[0], entry->argvlen[0]) == 0 &&
+			later->argvlen[1] == entry->argvlen[1] &&
+			memcmp(later->argv[1], entry->argv[1], entry->argvlen[1]) == 0)
+			return true;
+	}
+	return false;
 }
 
 /* Turns one reply to our command into outcome. */
@@ -529,21 +850,30 @@ record_reply(const redisReply *reply, RedlockNodeOutcome *outcome)
 	}
 }
 
+/* The index of the call's command that entry is owed for, or -1 for another call's. */
+static int
+call_command_of(const CallState *cs, const OwedReply *entry)
+{
+	if (entry->call_id < cs->first_id || entry->call_id >= cs->first_id + cs->ncommands)
+		return -1;
+	return (int) (entry->call_id - cs->first_id);
+}
+
 /*
  * Reads what node i sent and consumes every complete reply, oldest first: handshake
- * replies, replies owed to earlier calls (counted and dropped), then call_id's.  A
- * script command answered NOSCRIPT, whichever call it belongs to, is sent again whole
- * with EVAL.
+ * replies (queued commands, then the call's, go out once the last one is read),
+ * replies owed to earlier calls (counted and dropped), then this call's.  A script
+ * command answered NOSCRIPT is sent again whole with EVAL unless a newer command for
+ * the same lock follows it.
  */
 static void
-node_read(int i, NodeCall *call, uint64 call_id, double start_ms, RedlockNodeOutcome *outcome)
+node_read(CallState *cs, int i)
 {
-	RedlockNode *node = &nodes[i];
-	RedlockNodeFigures *figures = redlock_stats_node(i);
+	RedlockNode *node = &cs->set->nodes[i];
 
 	if (redisBufferRead(node->ctx) != REDIS_OK)
 	{
-		node_fail(i, call, outcome, node->ctx->errstr);
+		node_fail(cs, i, node->ctx->errstr);
 		return;
 	}
 	while (node->ctx)
@@ -551,11 +881,12 @@ node_read(int i, NodeCall *call, uint64 call_id, double start_ms, RedlockNodeOut
 		void	   *data = NULL;
 		redisReply *reply;
 		OwedReply	entry;
+		int			c;
 		char		why[REDLOCK_NODE_ERROR_LEN];
 
 		if (redisGetReply(node->ctx, &data) != REDIS_OK)
 		{
-			node_fail(i, call, outcome, node->ctx->errstr);
+			node_fail(cs, i, node->ctx->errstr);
 			return;
 		}
 		if (data == NULL)
@@ -566,7 +897,7 @@ node_read(int i, NodeCall *call, uint64 call_id, double start_ms, RedlockNodeOut
 		{
 			/* Nothing was owed: the stream is out of step. */
 			freeReplyObject(reply);
-			node_fail(i, call, outcome, "unexpected reply");
+			node_fail(cs, i, "unexpected reply");
 			return;
 		}
 		owed_pop(node, &entry);
@@ -574,63 +905,74 @@ node_read(int i, NodeCall *call, uint64 call_id, double start_ms, RedlockNodeOut
 
 		if (entry.call_id == 0)
 		{
-			/* Handshake: only an error matters, and it ends this connection. */
+			/* Handshake: an error ends this connection before any command ran on it. */
 			bool		failed = (reply->type == REDIS_REPLY_ERROR);
 
 			if (failed)
-				snprintf(why, sizeof(why), "%.*s", (int) reply->len, reply->str);
+				snprintf(why, sizeof(why), "handshake failed: %.*s",
+						 (int) reply->len, reply->str);
 			freeReplyObject(reply);
 			if (failed)
 			{
-				node_fail(i, call, outcome, why);
+				node_fail(cs, i, why);
 				return;
+			}
+			if (--node->handshake_owed == 0)
+			{
+				node_send_queued(cs, i);
+				if (node->ctx && cs->calls[i].deferred)
+					node_send_call(cs, i);
 			}
 			continue;
 		}
 
+		c = call_command_of(cs, &entry);
 		if (entry.script && !entry.eval && reply->type == REDIS_REPLY_ERROR &&
-			strncmp(reply->str, "NOSCRIPT", 8) == 0)
+			strncmp(reply->str, "NOSCRIPT", 8) == 0 &&
+			!owed_newer_for_same_lock(node, &entry))
 		{
 			/* The master's script cache is empty: send this very command whole. */
 			bool		appended;
 
 			freeReplyObject(reply);
-			appended = node_append_command(node, entry.call_id, entry.script, true,
+			appended = node_append_command(cs->set, node, entry.call_id, entry.script, true,
 										   entry.argc, entry.argv, entry.argvlen);
 			owed_free(&entry);
 			if (!appended)
 			{
-				node_fail(i, call, outcome, "out of memory");
+				node_fail(cs, i, "out of memory");
 				return;
 			}
-			node_write(i, call, outcome);
+			node_write(cs, i);
 			continue;
 		}
-		figures->replies++;
+		node->figures.replies++;
 
-		if (entry.call_id != call_id || !call->active)
+		if (c < 0 || !CALL_AWAITING(cs, c, i))
 		{
 			/* A reply an earlier call decided without: counted, then dropped. */
-			figures->late_replies++;
+			node->figures.late_replies++;
 			freeReplyObject(reply);
 			owed_free(&entry);
 			continue;
 		}
 
-		record_reply(reply, outcome);
+		record_reply(reply, CALL_OUTCOME(cs, c, i));
 		freeReplyObject(reply);
 		owed_free(&entry);
-		call->active = false;
-		outcome->elapsed_ms = node->progress_ms - start_ms;
-		figures->last_rtt_ms = outcome->elapsed_ms;
+		CALL_AWAITING(cs, c, i) = false;
+		cs->calls[i].awaited--;
+		CALL_OUTCOME(cs, c, i)->elapsed_ms = node->progress_ms - cs->start_ms;
+		node->figures.last_rtt_ms = CALL_OUTCOME(cs, c, i)->elapsed_ms;
 	}
 }
 
 /* Completes node i's non-blocking connect once its socket is writable. */
 static void
-node_finish_connect(int i, NodeCall *call, RedlockNodeOutcome *outcome)
+node_finish_connect(CallState *cs, int i)
 {
-	RedlockNode *node = &nodes[i];
+	RedlockNode *node = &cs->set->nodes[i];
+	NodeCall   *call = &cs->calls[i];
 	int			err = 0;
 	socklen_t	len = sizeof(err);
 
@@ -641,12 +983,12 @@ node_finish_connect(int i, NodeCall *call, RedlockNodeOutcome *outcome)
 		char		why[REDLOCK_NODE_ERROR_LEN];
 
 		snprintf(why, sizeof(why), "could not connect: %s", strerror(err));
-		node_fail(i, call, outcome, why);
+		node_fail(cs, i, why);
 		return;
 	}
 	node->connecting = false;
-	redlock_stats_node(i)->connected = true;
-	if (call->active)
+	node->figures.connected = true;
+	if (call->awaited > 0 || call->deferred)
 	{
 		call->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
 		call->polled_after_deadline = false;
@@ -662,17 +1004,18 @@ node_wanted_events(const RedlockNode *node)
 
 /*
  * Makes the backend's wait set cover the latch, postmaster death and every open
- * socket with the events each node waits for now: rebuilt when a socket opened or
- * closed, otherwise only the masks that changed are modified.
+ * socket of set with the events each node waits for now: rebuilt when a socket opened
+ * or closed or another set is in use, otherwise only the masks that changed are
+ * modified.
  */
 static void
-wait_set_refresh(void)
+wait_set_refresh(RedlockNodeSet *set)
 {
-	if (wait_set && !wait_set_stale)
+	if (wait_set && !wait_set_stale && wait_set_for == set)
 	{
-		for (int i = 0; i < node_count; i++)
+		for (int i = 0; i < set->count; i++)
 		{
-			RedlockNode *node = &nodes[i];
+			RedlockNode *node = &set->nodes[i];
 			uint32		wanted;
 
 			if (node->ctx == NULL)
@@ -690,12 +1033,13 @@ wait_set_refresh(void)
 	if (wait_set)
 		FreeWaitEventSet(wait_set);
 	wait_set = NULL;
-	wait_set = CreateWaitEventSet(TopMemoryContext, node_count + 2);
+	wait_set_for = NULL;
+	wait_set = CreateWaitEventSet(TopMemoryContext, REDLOCK_MAX_NODES + 2);
 	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wait_set, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	for (int i = 0; i < node_count; i++)
+	for (int i = 0; i < set->count; i++)
 	{
-		RedlockNode *node = &nodes[i];
+		RedlockNode *node = &set->nodes[i];
 
 		if (node->ctx == NULL)
 			continue;
@@ -703,28 +1047,31 @@ wait_set_refresh(void)
 		node->event_pos = AddWaitEventToSet(wait_set, node->event_mask, node->ctx->fd,
 											NULL, node);
 	}
+	wait_set_for = set;
 	wait_set_stale = false;
 }
 
 /*
- * True when the call's outcome is decided (see RedlockCommand): need nodes accepted,
- * or enough refused that they cannot.
+ * True when command c of the call is decided (see RedlockCommand): need nodes
+ * accepted, or enough refused that they cannot.
  */
 static bool
-call_decided(const RedlockCommand *command, const NodeCall *calls,
-			 const RedlockNodeOutcome *outcomes, int n)
+command_decided(const CallState *cs, int c)
 {
+	const RedlockCommand *command = &cs->commands[c];
 	int			accepted = 0,
 				refused = 0,
 				waiting = 0;
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < cs->set->count; i++)
 	{
-		if (calls[i].active)
+		const RedlockNodeOutcome *outcome = &cs->outcomes[c * cs->set->count + i];
+
+		if (cs->awaiting[c * cs->set->count + i] || cs->calls[i].deferred)
 			waiting++;
-		else if (redlock_outcome_failed(&outcomes[i]))
+		else if (redlock_outcome_failed(outcome))
 			continue;
-		else if (command->accept(&outcomes[i]))
+		else if (command->accept(outcome))
 			accepted++;
 		else
 			refused++;
@@ -744,18 +1091,27 @@ call_decided(const RedlockCommand *command, const NodeCall *calls,
 	return accepted + waiting < command->need && accepted + refused >= command->need;
 }
 
+static bool
+call_decided(const CallState *cs)
+{
+	for (int c = 0; c < cs->ncommands; c++)
+		if (!command_decided(cs, c))
+			return false;
+	return true;
+}
+
 /*
  * Waits until the call is decided, every node has answered or failed, or deadlines
  * pass.  In cleanup, interrupts are not serviced and postmaster death ends the wait.
  */
 static void
-wait_for_nodes(const RedlockCommand *command, uint64 call_id, NodeCall *calls,
-			   bool cleanup, double start_ms, RedlockNodeOutcome *outcomes)
+wait_for_nodes(CallState *cs, bool cleanup)
 {
-	int			n = node_count;
+	RedlockNodeSet *set = cs->set;
+	int			n = set->count;
 	WaitEvent	events[REDLOCK_MAX_NODES + 2];
 
-	while (!call_decided(command, calls, outcomes, n))
+	while (!call_decided(cs))
 	{
 		double		now = redlock_clock_ms();
 		double		next_deadline = -1;
@@ -769,27 +1125,29 @@ wait_for_nodes(const RedlockCommand *command, uint64 call_id, NodeCall *calls,
 		 */
 		for (int i = 0; i < n; i++)
 		{
-			if (!calls[i].active)
+			NodeCall   *call = &cs->calls[i];
+
+			if (call->awaited == 0 && !call->deferred)
 				continue;
-			if (calls[i].polled_after_deadline)
+			if (call->polled_after_deadline)
 			{
 				char		why[REDLOCK_NODE_ERROR_LEN];
 
-				snprintf(why, sizeof(why), "timed out after %d ms", (int) (now - start_ms));
-				outcomes[i].elapsed_ms = now - start_ms;
-				node_fail(i, &calls[i], &outcomes[i], why);
+				snprintf(why, sizeof(why), "timed out after %d ms", (int) (now - cs->start_ms));
+				node_fail(cs, i, why);
 				continue;
 			}
-			if (next_deadline < 0 || calls[i].deadline_ms < next_deadline)
-				next_deadline = calls[i].deadline_ms;
+			if (next_deadline < 0 || call->deadline_ms < next_deadline)
+				next_deadline = call->deadline_ms;
 		}
 		if (next_deadline < 0)
 			break;
 		for (int i = 0; i < n; i++)
-			if (calls[i].active && calls[i].deadline_ms <= now)
-				calls[i].polled_after_deadline = true;
+			if ((cs->calls[i].awaited > 0 || cs->calls[i].deferred) &&
+				cs->calls[i].deadline_ms <= now)
+				cs->calls[i].polled_after_deadline = true;
 
-		wait_set_refresh();
+		wait_set_refresh(set);
 		nevents = WaitEventSetWait(wait_set, (long) Max(ceil(next_deadline - now), 0), events,
 								   lengthof(events), PG_WAIT_EXTENSION);
 
@@ -810,103 +1168,120 @@ wait_for_nodes(const RedlockCommand *command, uint64 call_id, NodeCall *calls,
 				if (!cleanup)
 					proc_exit(1);
 				for (int j = 0; j < n; j++)
-					if (calls[j].active)
-						node_fail(j, &calls[j], &outcomes[j], "postmaster died");
+					if (cs->calls[j].awaited > 0 || cs->calls[j].deferred)
+						node_fail(cs, j, "postmaster died");
 				return;
 			}
 			if (node == NULL || node->ctx == NULL)
 				continue;		/* closed earlier in this batch */
 
-			i = node - nodes;
+			i = node - set->nodes;
 			if ((events[e].events & WL_SOCKET_WRITEABLE) && node->connecting)
-				node_finish_connect(i, &calls[i], &outcomes[i]);
+				node_finish_connect(cs, i);
 			if (node->ctx && node->writing && (events[e].events & WL_SOCKET_WRITEABLE))
-				node_write(i, &calls[i], &outcomes[i]);
+				node_write(cs, i);
 			if (node->ctx && (events[e].events & WL_SOCKET_READABLE))
-				node_read(i, &calls[i], call_id, start_ms, &outcomes[i]);
+				node_read(cs, i);
 		}
 	}
 
 	/* Whoever is still awaited was not needed for the outcome. */
+	for (int c = 0; c < cs->ncommands; c++)
+		for (int i = 0; i < n; i++)
+			if (CALL_AWAITING(cs, c, i) || cs->calls[i].deferred)
+				CALL_OUTCOME(cs, c, i)->kind = REDLOCK_REPLY_PENDING;
 	for (int i = 0; i < n; i++)
-		if (calls[i].active)
-			outcomes[i].kind = REDLOCK_REPLY_PENDING;
+		if (cs->calls[i].deferred)
+			node_queue_call(cs, i);
+}
+
+/*
+ * Gets node i ready for a call: reads what earlier calls left owed, closes a
+ * connection that went quiet while owing replies (hung) or that the master closed
+ * while it was idle, and opens one if needed.  Then sends the call's commands, or
+ * holds them back until the handshake of a new connection is done.
+ */
+static void
+node_start_call(CallState *cs, int i)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+	NodeCall   *call = &cs->calls[i];
+	char		why[REDLOCK_NODE_ERROR_LEN];
+
+	if (node->ctx && node->owed_len > 0 && !node->connecting)
+		node_read(cs, i);
+	if (node->ctx && node->owed_len > 0 &&
+		cs->start_ms - node->progress_ms >
+		(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms))
+	{
+		snprintf(why, sizeof(why), "no reply for %d ms: connection closed",
+				 (int) (cs->start_ms - node->progress_ms));
+		node_note_error(node, why);
+		node_close(cs->set, node);
+	}
+	if (node->ctx && node->owed_len == 0 && !node->connecting && node_gone_while_idle(node))
+		node_close(cs->set, node);
+
+	if (node->ctx == NULL && !node_open(cs->set, i, why, sizeof(why)))
+	{
+		call->deferred = true;	/* so that node_fail fails every command here */
+		node_fail(cs, i, why);
+		return;
+	}
+	if (node->handshake_owed > 0)
+	{
+		call->deferred = true;
+		call->deadline_ms = redlock_clock_ms() +
+			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
+		if (!node->connecting)
+			node_write(cs, i);
+		return;
+	}
+	node_send_call(cs, i);
 }
 
 /*
  * redlock_nodes_run
- *		Sends command to every master at once and waits until its outcome is decided
- *		(spec §3 step 2).
+ *		Sends commands to every master of set at once and waits until the outcome of
+ *		each is decided (spec §3 step 2).
  *
- * command: the command or script call, and when to stop waiting (need/accept).
+ * set: the masters (redlock_nodeset_current(), or the set a lock was taken on).
+ * commands, ncommands: the commands or script calls (1..), and for each when to stop
+ *		waiting (need/accept).
  * cleanup: true on abort and exit paths: interrupts are not serviced and postmaster
  *		death ends the wait instead of the process.
- * outcomes: an array of redlock_node_count() entries, filled with each master's reply,
- *		failure, or REDLOCK_REPLY_PENDING when the call was decided without it.  A
- *		master gets at most connect_timeout (ms) to connect and then timeout (ms) to
- *		answer.
+ * outcomes: ncommands * set's size entries, command-major ([c * size + node]), filled
+ *		with each master's reply, failure, or REDLOCK_REPLY_PENDING when the outcome
+ *		was decided without it.  A master gets at most connect_timeout (ms) to connect,
+ *		timeout (ms) for its handshake and then timeout (ms) to answer, all commands at
+ *		once.
  *
  * Outside cleanup, raises whatever CHECK_FOR_INTERRUPTS raises (query cancel, 57014;
  * statement_timeout), and out-of-memory errors; the connections stay usable.
  */
 void
-redlock_nodes_run(const RedlockCommand *command, bool cleanup, RedlockNodeOutcome *outcomes)
+redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands,
+				  bool cleanup, RedlockNodeOutcome *outcomes)
 {
-	NodeCall	calls[REDLOCK_MAX_NODES];
-	double		start_ms = redlock_clock_ms();
-	uint64		call_id = ++call_counter;
+	CallState	cs;
 
+	Assert(ncommands > 0);
 	for (int k = 0; k < script_count; k++)
 		script_hash(scripts[k]);
 
-	for (int i = 0; i < node_count; i++)
-	{
-		RedlockNode *node = &nodes[i];
-		NodeCall   *call = &calls[i];
-		char		why[REDLOCK_NODE_ERROR_LEN];
+	memset(&cs, 0, sizeof(cs));
+	cs.set = set;
+	cs.commands = commands;
+	cs.ncommands = ncommands;
+	cs.first_id = call_counter + 1;
+	call_counter += ncommands;
+	cs.start_ms = redlock_clock_ms();
+	cs.outcomes = outcomes;
+	cs.awaiting = palloc0(Max(ncommands * set->count, 1) * sizeof(bool));
+	memset(outcomes, 0, ncommands * set->count * sizeof(RedlockNodeOutcome));
 
-		memset(call, 0, sizeof(*call));
-		memset(&outcomes[i], 0, sizeof(outcomes[i]));
-
-		/*
-		 * Read what earlier calls left owed (this also notices a connection the
-		 * server closed); one that still owes replies and has gone quiet is hung.
-		 */
-		if (node->ctx && node->owed_len > 0 && !node->connecting)
-			node_read(i, call, call_id, start_ms, &outcomes[i]);
-		if (node->ctx && node->owed_len > 0 &&
-			start_ms - node->progress_ms >
-			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms))
-		{
-			snprintf(why, sizeof(why), "no reply for %d ms: connection closed",
-					 (int) (start_ms - node->progress_ms));
-			redlock_stats_node_error(i, why);
-			node_close(i);
-		}
-
-		call->active = true;
-		if (node->ctx == NULL && !node_open(i, why, sizeof(why)))
-		{
-			node_fail(i, call, &outcomes[i], why);
-			continue;
-		}
-		if (!node_append_command(node, call_id, command->script, false, command->argc,
-								 command->argv, command->argvlen))
-		{
-			node_fail(i, call, &outcomes[i], "out of memory");
-			continue;
-		}
-		/* A ready connection can take the request now, before we wait. */
-		if (!node->connecting)
-			node_write(i, call, &outcomes[i]);
-
-		/*
-		 * The deadline runs from when this node's request went out, so that a backend
-		 * paused between two nodes does not give the later ones less time.
-		 */
-		call->deadline_ms = redlock_clock_ms() +
-			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
-	}
-
-	wait_for_nodes(command, call_id, calls, cleanup, start_ms, outcomes);
+	for (int i = 0; i < set->count; i++)
+		node_start_call(&cs, i);
+	wait_for_nodes(&cs, cleanup);
+	pfree(cs.awaiting);
 }

@@ -5,7 +5,12 @@
  *	  retry loop, release, extend, and the validity time with clock drift.
  *
  * No SQL and no transactions here: callers get a RedlockResult and decide.  Every
- * time is read from the monotonic clock, so wall-clock jumps change nothing.
+ * time is read from redlock_clock_ms(), so wall-clock jumps change nothing.
+ *
+ * Every acquire attempt uses a fresh token (written into the caller's buffer before
+ * the attempt's SET goes out).  A failed attempt's undo is sent without waiting for
+ * it; with one token per attempt, that undo, however late it runs (a NOSCRIPT re-sent
+ * with EVAL behind the next attempt's SET), can only ever delete its own attempt's key.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,7 +21,6 @@
 #include "common/pg_prng.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "portability/instr_time.h"
 #include "storage/latch.h"
 #include "utils/wait_event.h"
 
@@ -34,19 +38,6 @@ static RedlockScript extend_script = {
 	"return redis.call(\"pexpire\", KEYS[1], ARGV[2]) else return 0 end"
 };
 
-
-/*
- * redlock_clock_ms
- *		Returns the monotonic clock in milliseconds (arbitrary origin).
- */
-double
-redlock_clock_ms(void)
-{
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	return INSTR_TIME_GET_MILLISEC(now);
-}
 
 /*
  * redlock_new_token
@@ -73,16 +64,40 @@ clock_drift_ms(int ttl_ms)
 }
 
 /*
- * Starts result for an operation over the current node set.  The scripts are made
- * known first, so that every new connection loads them in its handshake.
+ * redlock_ttl_leaves_validity
+ *		True when a lock of ttl_ms milliseconds can be valid at all: TTL - drift > 0
+ *		(spec §3 step 4), even before any time has elapsed.
+ */
+bool
+redlock_ttl_leaves_validity(int ttl_ms)
+{
+	return ttl_ms - clock_drift_ms(ttl_ms) > 0;
+}
+
+/*
+ * redlock_validity_bound_ms
+ *		The latest a lock can be valid (a redlock_clock_ms() time) once a request that
+ *		sets a TTL of ttl_ms milliseconds starts now: now + TTL - drift (spec §3 step 4).
+ *		Any master may apply such a request, whatever its caller learns of it, so a
+ *		lock's validity never exceeds this after an extend or re-acquire was sent.
+ */
+double
+redlock_validity_bound_ms(int ttl_ms)
+{
+	return redlock_clock_ms() + ttl_ms - clock_drift_ms(ttl_ms);
+}
+
+/*
+ * Starts result for an operation over set.  The scripts are made known first, so that
+ * every new connection loads them in its handshake.
  */
 static void
-result_init(RedlockResult *result)
+result_init(RedlockNodeSet *set, RedlockResult *result)
 {
 	redlock_script_register(&release_script);
 	redlock_script_register(&extend_script);
 	memset(result, 0, sizeof(*result));
-	result->node_count = redlock_node_count();
+	result->node_count = redlock_nodeset_size(set);
 	result->quorum = result->node_count / 2 + 1;
 }
 
@@ -102,8 +117,8 @@ accept_one(const RedlockNodeOutcome *outcome)
 
 /* Logs each node's outcome of one request at DEBUG1. */
 static void
-debug_outcomes(const char *what, const char *key, const RedlockNodeOutcome *outcomes, int n,
-			   double elapsed_ms)
+debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
+			   const RedlockNodeOutcome *outcomes, int n, double elapsed_ms)
 {
 	StringInfoData buf;
 
@@ -114,7 +129,7 @@ debug_outcomes(const char *what, const char *key, const RedlockNodeOutcome *outc
 	{
 		const RedlockNodeOutcome *o = &outcomes[i];
 
-		appendStringInfo(&buf, "%s%s ", i > 0 ? ", " : "", redlock_node_name(i));
+		appendStringInfo(&buf, "%s%s ", i > 0 ? ", " : "", redlock_node_name(set, i));
 		switch (o->kind)
 		{
 			case REDLOCK_REPLY_OK:
@@ -144,7 +159,7 @@ debug_outcomes(const char *what, const char *key, const RedlockNodeOutcome *outc
 
 /* "node: error" lines for the nodes that did not answer, or NULL when all did. */
 static char *
-collect_node_errors(const RedlockNodeOutcome *outcomes, int n)
+collect_node_errors(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int n)
 {
 	StringInfoData buf;
 
@@ -154,7 +169,7 @@ collect_node_errors(const RedlockNodeOutcome *outcomes, int n)
 		if (!redlock_outcome_failed(&outcomes[i]))
 			continue;
 		appendStringInfo(&buf, "%s%s: %s", buf.len > 0 ? "\n" : "",
-						 redlock_node_name(i), outcomes[i].error);
+						 redlock_node_name(set, i), outcomes[i].error);
 	}
 	if (buf.len == 0)
 	{
@@ -165,26 +180,24 @@ collect_node_errors(const RedlockNodeOutcome *outcomes, int n)
 }
 
 /*
- * Runs script with key, token and an optional extra argument on every node, waiting
- * for need nodes to return 1 (see RedlockCommand).
+ * Fills command with a call of script on key with token and an optional extra
+ * argument, decided once need nodes returned 1 (see RedlockCommand).
  */
 static void
-run_script(RedlockScript *script, const char *key, const char *token, const char *arg,
-		   int need, bool cleanup, RedlockNodeOutcome *outcomes)
+script_command(RedlockCommand *command, RedlockScript *script, const char *key,
+			   const char *token, const char *arg, int need)
 {
-	RedlockCommand command = {0};
-
-	command.need = need;
-	command.accept = accept_one;
-	command.script = script;
-	command.argv[0] = key;
-	command.argv[1] = token;
-	command.argc = 2;
+	memset(command, 0, sizeof(*command));
+	command->need = need;
+	command->accept = accept_one;
+	command->script = script;
+	command->argv[0] = key;
+	command->argv[1] = token;
+	command->argc = 2;
 	if (arg)
-		command.argv[command.argc++] = arg;
-	for (int i = 0; i < command.argc; i++)
-		command.argvlen[i] = strlen(command.argv[i]);
-	redlock_nodes_run(&command, cleanup, outcomes);
+		command->argv[command->argc++] = arg;
+	for (int i = 0; i < command->argc; i++)
+		command->argvlen[i] = strlen(command->argv[i]);
 }
 
 /*
@@ -211,10 +224,12 @@ count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
 
 /*
  * Sleeps a random retry delay (spec §4): retry_delay plus up to retry_jitter ms, but
- * not past deadline_ms (a monotonic time; < 0 for none).  Interruptible.
+ * at least as long as the attempt took (attempt_ms) and at least 1 ms, so that a
+ * delay of 0 cannot turn into a hot loop against the masters; and not past
+ * deadline_ms (a redlock_clock_ms() time; < 0 for none).  Interruptible.
  */
 static void
-retry_sleep(double deadline_ms)
+retry_sleep(double attempt_ms, double deadline_ms)
 {
 	double		now = redlock_clock_ms();
 	double		delay = redlock_retry_delay_ms;
@@ -223,6 +238,7 @@ retry_sleep(double deadline_ms)
 	if (redlock_retry_jitter_ms > 0)
 		delay += (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
 											   redlock_retry_jitter_ms);
+	delay = Max(delay, Max(attempt_ms, 1.0));
 	end = now + delay;
 	if (deadline_ms >= 0 && end > deadline_ms)
 		end = deadline_ms;
@@ -243,9 +259,13 @@ retry_sleep(double deadline_ms)
 
 /*
  * redlock_quorum_acquire
- *		Acquires key on a quorum of masters (spec §3), retrying a busy lock (spec §4).
+ *		Acquires key on a quorum of set's masters (spec §3), retrying a busy lock
+ *		(spec §4).
  *
- * key: the Redis key; token: this acquisition's token (redlock_new_token).
+ * set: the masters.  key: the Redis key.
+ * token: a buffer of REDLOCK_TOKEN_LEN + 1 bytes; a fresh token (redlock_new_token) is
+ *		written into it before each attempt's SET goes out, so that it always holds the
+ *		token of the latest attempt (the one to undo if the caller is interrupted).
  * ttl_ms: the TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
  * wait_ms: how long to keep retrying a busy lock, in milliseconds; 0 makes one
  *		attempt, < 0 retries without limit (until interrupted).
@@ -255,19 +275,21 @@ retry_sleep(double deadline_ms)
  *		retrying, when fewer than a quorum of masters answered, with node_errors.
  *
  * A failed attempt is undone on every master at once (spec §3 step 5).  Raises what
- * an interrupted wait raises (57014 on cancel or statement_timeout).
+ * an interrupted wait raises (57014 on cancel or statement_timeout), and XX000 if the
+ * strong random source fails.
  */
 void
-redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_ms,
-					   RedlockResult *result)
+redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int ttl_ms,
+					   int wait_ms, RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
 	RedlockCommand command = {0};
+	RedlockCommand undo;
 	char		ttl_text[16];
 	double		deadline_ms;
 	double		drift_ms = clock_drift_ms(ttl_ms);
 
-	result_init(result);
+	result_init(set, result);
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
 
@@ -287,16 +309,19 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 
 	for (;;)
 	{
-		double		start_ms = redlock_clock_ms();
+		double		start_ms;
 		double		now;
 		int			accepted = 0;
 		int			answered = 0;
 
+		redlock_new_token(token);
+		command.argvlen[2] = strlen(token);
+		start_ms = redlock_clock_ms();
 		result->attempts++;
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
-		redlock_nodes_run(&command, false, outcomes);
+		redlock_nodes_run(set, &command, 1, false, outcomes);
 		now = redlock_clock_ms();
-		debug_outcomes("acquire", key, outcomes, result->node_count, now - start_ms);
+		debug_outcomes(set, "acquire", key, outcomes, result->node_count, now - start_ms);
 
 		result->failed = 0;
 		for (int i = 0; i < result->node_count; i++)
@@ -324,7 +349,7 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 
 		result->status = answered < result->quorum ? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
 		if (result->status == REDLOCK_UNAVAILABLE)
-			result->node_errors = collect_node_errors(outcomes, result->node_count);
+			result->node_errors = collect_node_errors(set, outcomes, result->node_count);
 
 		/*
 		 * Spec §3 step 5: undo on every master at once, including those that did not
@@ -333,7 +358,10 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 		 * the outcomes, read above, can be written over.
 		 */
 		if (accepted > 0 || answered < result->node_count)
-			run_script(&release_script, key, token, NULL, -1, false, outcomes);
+		{
+			script_command(&undo, &release_script, key, token, NULL, -1);
+			redlock_nodes_run(set, &undo, 1, false, outcomes);
+		}
 
 		if (result->status == REDLOCK_UNAVAILABLE)
 		{
@@ -343,71 +371,94 @@ redlock_quorum_acquire(const char *key, const char *token, int ttl_ms, int wait_
 		redlock_stats_count(REDLOCK_STAT_BUSY);
 		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
 			break;
-		retry_sleep(deadline_ms);
+		retry_sleep(result->elapsed_ms, deadline_ms);
 	}
 	pfree(outcomes);
 }
 
 /*
- * redlock_quorum_release
- *		Runs the release script on every master (spec §5).
+ * redlock_quorum_release_many
+ *		Runs the release script for n locks on every master of set, all in one round
+ *		with one deadline per master (spec §5).
  *
- * key, token: as acquired.  cleanup: true on abort and exit paths (see
- * redlock_nodes_run).
- * result: accepted = masters that deleted the key; REDLOCK_OK when a quorum answered,
- *		REDLOCK_UNAVAILABLE otherwise, with node_errors (the keys then live until their
- *		TTL runs out).
+ * set: the masters the locks were taken on.  locks, n: their keys and tokens (n >= 1).
+ * wait_all: wait for every master (within its deadline) rather than only until each
+ *		release is decided: for backend exit, where no later call reads late replies.
+ * cleanup: true on commit, abort and exit paths (see redlock_nodes_run).
+ * results: n entries; accepted = masters that deleted the key; REDLOCK_OK when a
+ *		quorum answered, REDLOCK_UNAVAILABLE otherwise, with node_errors (the keys then
+ *		live until their TTL runs out).
  *
  * Outside cleanup, raises what an interrupted wait raises.
  */
 void
-redlock_quorum_release(const char *key, const char *token, bool cleanup,
-					   RedlockResult *result)
+redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, int n,
+							bool wait_all, bool cleanup, RedlockResult *results)
 {
+	RedlockCommand *commands = palloc(sizeof(RedlockCommand) * n);
 	RedlockNodeOutcome *outcomes;
+	int			count = redlock_nodeset_size(set);
 	double		start_ms = redlock_clock_ms();
+	double		elapsed_ms;
 
-	result_init(result);
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
-	/* Cleanup waits for every node: there may be no later call to read the replies. */
-	run_script(&release_script, key, token, NULL, cleanup ? 0 : result->quorum, cleanup,
-			   outcomes);
-	result->elapsed_ms = redlock_clock_ms() - start_ms;
-	debug_outcomes("release", key, outcomes, result->node_count, result->elapsed_ms);
-	redlock_stats_count(REDLOCK_STAT_RELEASED);
-	count_integer_replies(outcomes, result);
-	result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
-	result->node_errors = collect_node_errors(outcomes, result->node_count);
+	for (int k = 0; k < n; k++)
+		result_init(set, &results[k]);
+	for (int k = 0; k < n; k++)
+		script_command(&commands[k], &release_script, locks[k].key, locks[k].token, NULL,
+					   wait_all ? 0 : results[k].quorum);
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(n * count, 1));
+	redlock_nodes_run(set, commands, n, cleanup, outcomes);
+	elapsed_ms = redlock_clock_ms() - start_ms;
+
+	for (int k = 0; k < n; k++)
+	{
+		RedlockResult *result = &results[k];
+		RedlockNodeOutcome *mine = &outcomes[k * count];
+
+		result->elapsed_ms = elapsed_ms;
+		debug_outcomes(set, "release", locks[k].key, mine, count, elapsed_ms);
+		redlock_stats_count(REDLOCK_STAT_RELEASED);
+		count_integer_replies(mine, result);
+		result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
+		result->node_errors = collect_node_errors(set, mine, count);
+	}
 	pfree(outcomes);
+	pfree(commands);
 }
 
 /*
  * redlock_quorum_extend
- *		Sets a new TTL on every master that still holds our token (spec §6).
+ *		Sets a new TTL on every master of set that still holds our token (spec §6).
  *
- * key, token: as acquired.  ttl_ms: the new TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
+ * set, key, token: as acquired.  ttl_ms: the new TTL, 1..REDLOCK_MAX_TTL_MS
+ * milliseconds.
  * result: REDLOCK_OK with a new valid_until_ms when a quorum extended it within the
  *		new validity time; REDLOCK_UNAVAILABLE when fewer than a quorum answered (with
  *		node_errors); REDLOCK_BUSY when they answered but the lock is no longer ours.
+ *		Whatever the outcome, any master may have applied the new TTL: see
+ *		redlock_validity_bound_ms().
  *
  * Raises what an interrupted wait raises.
  */
 void
-redlock_quorum_extend(const char *key, const char *token, int ttl_ms, RedlockResult *result)
+redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token, int ttl_ms,
+					  RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
+	RedlockCommand command;
 	char		ttl_text[16];
 	double		start_ms;
 
-	result_init(result);
+	result_init(set, result);
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
+	script_command(&command, &extend_script, key, token, ttl_text, result->quorum);
 
 	start_ms = redlock_clock_ms();
-	run_script(&extend_script, key, token, ttl_text, result->quorum, false, outcomes);
+	redlock_nodes_run(set, &command, 1, false, outcomes);
 	result->elapsed_ms = redlock_clock_ms() - start_ms;
 	result->attempts = 1;
-	debug_outcomes("extend", key, outcomes, result->node_count, result->elapsed_ms);
+	debug_outcomes(set, "extend", key, outcomes, result->node_count, result->elapsed_ms);
 	count_integer_replies(outcomes, result);
 
 	if (result->accepted >= result->quorum &&
@@ -420,7 +471,7 @@ redlock_quorum_extend(const char *key, const char *token, int ttl_ms, RedlockRes
 	else if (result->answered < result->quorum)
 	{
 		result->status = REDLOCK_UNAVAILABLE;
-		result->node_errors = collect_node_errors(outcomes, result->node_count);
+		result->node_errors = collect_node_errors(set, outcomes, result->node_count);
 	}
 	else
 	{

@@ -6,8 +6,8 @@
  * Layers, top to bottom (../shared/DESIGN.md): SQL functions (sql.c) and transaction
  * hooks (xact.c) -> lock table (locktable.c) -> quorum protocol (quorum.c) -> node
  * connections (node.c) -> configuration (guc.c, servers.c).  Each layer calls only the
- * one below it.  Times are milliseconds on every interface; monotonic times are read
- * with redlock_clock_ms().  The lower layers return outcomes; only the SQL functions
+ * one below it; the clock (clock.c) is a leaf any of them reads.  Times are
+ * milliseconds on every interface, read with redlock_clock_ms().  The lower layers return outcomes; only the SQL functions
  * and the hooks turn them into errors or warnings (report.c holds their shared words).
  *
  *-------------------------------------------------------------------------
@@ -56,10 +56,15 @@ extern char *redlock_key_prefix;
 extern char *redlock_username;
 extern char *redlock_password;
 extern int	redlock_database;
+extern int	redlock_commit_margin_ms;
 extern const RedlockServerList *redlock_server_list;
 extern uint64 redlock_connection_generation;
 
 extern void RedlockGucInit(void);
+
+/* ---- the clock: clock.c (a leaf) ---- */
+
+extern double redlock_clock_ms(void);
 
 /* ---- node connections: node.c ---- */
 
@@ -119,14 +124,20 @@ typedef struct RedlockCommand
 	size_t		argvlen[REDLOCK_MAX_ARGS];
 } RedlockCommand;
 
+/* The masters of one configuration (servers, credentials, database); opaque. */
+typedef struct RedlockNodeSet RedlockNodeSet;
+
 extern void redlock_script_register(RedlockScript *script);
-extern int	redlock_node_count(void);
-extern const char *redlock_node_name(int node);
-extern void redlock_nodes_run(const RedlockCommand *command, bool cleanup,
-							  RedlockNodeOutcome *outcomes);
+extern RedlockNodeSet *redlock_nodeset_current(void);
+extern void redlock_nodeset_pin(RedlockNodeSet *set);
+extern void redlock_nodeset_unpin(RedlockNodeSet *set);
+extern int	redlock_nodeset_size(const RedlockNodeSet *set);
+extern const char *redlock_node_name(const RedlockNodeSet *set, int node);
+extern void redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands,
+							  int ncommands, bool cleanup, RedlockNodeOutcome *outcomes);
 extern void redlock_nodes_disconnect(void);
 
-/* ---- counters and per-node figures: stats.c, fed by node.c, quorum.c, locktable.c ---- */
+/* ---- counters: stats.c, fed by quorum.c and locktable.c ---- */
 
 typedef enum RedlockCounter
 {
@@ -169,9 +180,7 @@ extern void redlock_stats_count(RedlockCounter counter);
 extern void redlock_stats_acquire_latency(double ms);
 extern void redlock_stats_snapshot(RedlockStatsSnapshot *snapshot);
 extern void redlock_stats_reset_counters(void);
-extern int	redlock_stats_nodes(RedlockNodeFigures **figures);
-extern RedlockNodeFigures *redlock_stats_node(int node);
-extern void redlock_stats_node_error(int node, const char *error);
+extern int	redlock_nodes_figures(RedlockNodeFigures **figures);	/* node.c */
 
 /* ---- quorum protocol: quorum.c ---- */
 
@@ -197,14 +206,23 @@ typedef struct RedlockResult
 	char	   *node_errors;	/* "node: error" lines for errdetail, or NULL */
 } RedlockResult;
 
-extern double redlock_clock_ms(void);
+/* One lock to release: its key and token. */
+typedef struct RedlockKeyToken
+{
+	const char *key;
+	const char *token;
+} RedlockKeyToken;
+
 extern void redlock_new_token(char *token);
-extern void redlock_quorum_acquire(const char *key, const char *token, int ttl_ms,
-								   int wait_ms, RedlockResult *result);
-extern void redlock_quorum_release(const char *key, const char *token, bool cleanup,
-								   RedlockResult *result);
-extern void redlock_quorum_extend(const char *key, const char *token, int ttl_ms,
-								  RedlockResult *result);
+extern bool redlock_ttl_leaves_validity(int ttl_ms);
+extern double redlock_validity_bound_ms(int ttl_ms);
+extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token,
+								   int ttl_ms, int wait_ms, RedlockResult *result);
+extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
+										int n, bool wait_all, bool cleanup,
+										RedlockResult *results);
+extern void redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token,
+								  int ttl_ms, RedlockResult *result);
 
 /* ---- lock table: locktable.c ---- */
 
@@ -220,6 +238,7 @@ typedef struct RedlockReleaseInfo
 	const char *resource;
 	bool		acquired;		/* false: an attempt cut short, never acquired */
 	bool		expired;		/* validity had run out before the release */
+	bool		reconfigured;	/* taken under a configuration no longer in force */
 	RedlockResult result;		/* the release on the nodes */
 } RedlockReleaseInfo;
 

@@ -40,7 +40,14 @@ redlock_warn_release(const RedlockReleaseInfo *info)
 	if (!info->acquired || in_error_recursion_trouble())
 		return;
 
-	if (info->expired)
+	if (info->reconfigured)
+		ereport(WARNING,
+				(errmsg("lock on resource \"%s\" was lost when the Redis masters or credentials changed",
+						info->resource),
+				 errdetail("It was taken under an earlier redlock.servers, redlock.database or credentials, "
+						   "so clients of the new ones may have held it meanwhile; its keys were released "
+						   "on the masters it was taken on.")));
+	else if (info->expired)
 		ereport(WARNING,
 				(errmsg("lock on resource \"%s\" had expired before it was released",
 						info->resource),

@@ -19,10 +19,14 @@
 
 #include <ctype.h>
 #include <stdlib.h>
+#include <sys/un.h>
 
 #include "redlock.h"
 
 #define DEFAULT_REDIS_PORT 6379
+
+/* The longest socket path connect() takes whole (sun_path less its NUL). */
+#define REDLOCK_MAX_SOCKET_PATH_LEN (sizeof(((struct sockaddr_un *) 0)->sun_path) - 1)
 
 /* Stores a message about item (of length len) in errbuf and returns false. */
 static bool
@@ -89,7 +93,8 @@ parse_item(const char *item, size_t len, RedlockNodeAddr *addr, char *errbuf, si
 
 	if (item[0] == '/')
 	{
-		if (len > REDLOCK_MAX_ADDR_LEN)
+		/* Longer paths would be cut to sun_path's size, and two could meet there. */
+		if (len > Min(REDLOCK_MAX_ADDR_LEN, REDLOCK_MAX_SOCKET_PATH_LEN))
 			return bad_item(errbuf, errlen, item, len, "socket path is too long");
 		memcpy(addr->host, item, len);
 		addr->host[len] = '\0';

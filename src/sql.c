@@ -11,6 +11,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "storage/proc.h"
@@ -73,6 +74,13 @@ arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_allowed, int null_ttl)
 				 errmsg("ttl_ms must be at most %d (one day)", REDLOCK_MAX_TTL_MS),
 				 errdetail("The TTL given was %d ms.", ttl_ms),
 				 errhint("Take a shorter TTL and extend the lock with redlock_extend() while the work runs.")));
+	/* Spec §3 step 4: a TTL that the drift allowance eats whole can never be valid. */
+	if (!redlock_ttl_leaves_validity(ttl_ms))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl_ms is too short to leave any validity time"),
+				 errdetail("A TTL of %d ms leaves nothing after the clock drift allowance (TTL * redlock.clock_drift_factor + 2 ms).",
+						   ttl_ms)));
 	return ttl_ms;
 }
 
@@ -105,9 +113,33 @@ require_servers(void)
 				 errhint("Set redlock.servers to the masters' host:port items, for example in postgresql.conf.")));
 }
 
+/* Locks live in this backend: a parallel worker's would vanish with it. */
+static void
+refuse_parallel_mode(void)
+{
+	if (IsInParallelMode())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cannot use redlock locks during a parallel operation"),
+				 errhint("Mark functions that take or release redlock locks PARALLEL UNSAFE.")));
+}
+
 static void
 warn_not_held(const char *resource)
 {
+	RedlockLockInfo *locks;
+	int			n = redlock_lock_list(&locks);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (strcmp(locks[i].resource, resource) == 0 && locks[i].xact_holds > 0)
+		{
+			ereport(WARNING,
+					(errmsg("lock on resource \"%s\" is held only at transaction scope", resource),
+					 errdetail("Transaction-scoped locks are released when the transaction ends.")));
+			return;
+		}
+	}
 	ereport(WARNING,
 			(errmsg("lock on resource \"%s\" is not held by this session", resource)));
 }
@@ -123,6 +155,7 @@ acquire(FunctionCallInfo fcinfo, RedlockScope scope)
 	bool		was_lost;
 	RedlockResult result;
 
+	refuse_parallel_mode();
 	require_servers();
 	redlock_hooks_register();
 
@@ -217,6 +250,7 @@ redlock_release(PG_FUNCTION_ARGS)
 	char	   *resource = arg_resource(fcinfo, 0);
 	RedlockReleaseInfo info;
 
+	refuse_parallel_mode();
 	switch (redlock_lock_release(resource, &info))
 	{
 		case REDLOCK_NOT_HELD:
@@ -251,6 +285,7 @@ redlock_extend(PG_FUNCTION_ARGS)
 	int			ttl_ms = arg_ttl(fcinfo, 1, true, 0);
 	RedlockResult result;
 
+	refuse_parallel_mode();
 	switch (redlock_lock_extend(resource, ttl_ms, &result))
 	{
 		case REDLOCK_NOT_HELD:
@@ -282,6 +317,7 @@ PG_FUNCTION_INFO_V1(redlock_release_all);
 Datum
 redlock_release_all(PG_FUNCTION_ARGS)
 {
+	refuse_parallel_mode();
 	PG_RETURN_INT32(redlock_lock_release_session(redlock_warn_release));
 }
 
@@ -351,7 +387,7 @@ redlock_nodes(PG_FUNCTION_ARGS)
 	if (rsinfo->setDesc->natts != REDLOCK_NODES_COLS)
 		elog(ERROR, "incorrect number of output arguments");
 
-	n = redlock_stats_nodes(&figures);
+	n = redlock_nodes_figures(&figures);
 	for (int i = 0; i < n; i++)
 	{
 		Datum		values[REDLOCK_NODES_COLS];

@@ -1,15 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * stats.c
- *	  Counters since start or reset, and what this backend saw of each master.
+ *	  Counters since start or reset.
  *
  * The counters are cluster-wide, in shared memory, when the library is in
  * shared_preload_libraries; otherwise each backend counts its own.  They are atomics
- * so that counting never takes a lock on the hot path.  The per-node figures are
- * always this backend's, and start afresh whenever the server list or credentials
- * change.
+ * so that counting never takes a lock on the hot path.  (What this backend saw of each
+ * master is kept with its connection, in node.c.)
  *
- * A leaf: node.c, quorum.c and locktable.c feed it; the SQL functions read it.
+ * A leaf: quorum.c and locktable.c feed it; the SQL functions read it.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,11 +38,6 @@ static bool local_ready = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
-static RedlockNodeFigures node_figures[REDLOCK_MAX_NODES];
-static int	node_figures_count = 0;
-static uint64 node_figures_generation = 0;
-static bool node_figures_ready = false;
 
 static void
 counters_init(RedlockCounters *c)
@@ -166,63 +160,4 @@ redlock_stats_reset_counters(void)
 	pg_atomic_write_u64(&c->latency_sum_us, 0);
 	pg_atomic_write_u64(&c->latency_max_us, 0);
 	pg_atomic_write_u64(&c->reset_at, (uint64) GetCurrentTimestamp());
-}
-
-/* Starts the per-node figures afresh when the configuration changed. */
-static void
-node_figures_refresh(void)
-{
-	const RedlockServerList *list = redlock_server_list;
-
-	if (node_figures_ready && node_figures_generation == redlock_connection_generation)
-		return;
-	memset(node_figures, 0, sizeof(node_figures));
-	node_figures_count = list ? list->count : 0;
-	for (int i = 0; i < node_figures_count; i++)
-	{
-		redlock_node_addr_name(&list->nodes[i], node_figures[i].name,
-							   sizeof(node_figures[i].name));
-		node_figures[i].last_rtt_ms = -1;
-	}
-	node_figures_generation = redlock_connection_generation;
-	node_figures_ready = true;
-}
-
-/*
- * redlock_stats_nodes
- *		Points *figures at the figures of every configured master; returns how many.
- */
-int
-redlock_stats_nodes(RedlockNodeFigures **figures)
-{
-	node_figures_refresh();
-	*figures = node_figures;
-	return node_figures_count;
-}
-
-/*
- * redlock_stats_node
- *		Returns the figures of node (0 <= node < number of configured masters), for
- *		node.c to update in place.
- */
-RedlockNodeFigures *
-redlock_stats_node(int node)
-{
-	node_figures_refresh();
-	Assert(node >= 0 && node < node_figures_count);
-	return &node_figures[node];
-}
-
-/*
- * redlock_stats_node_error
- *		Records that node failed with error (text).
- */
-void
-redlock_stats_node_error(int node, const char *error)
-{
-	RedlockNodeFigures *figures = redlock_stats_node(node);
-
-	figures->errors++;
-	strlcpy(figures->last_error, error, sizeof(figures->last_error));
-	figures->last_error_at = GetCurrentTimestamp();
 }

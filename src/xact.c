@@ -7,8 +7,12 @@
  * it added (so a lock taken for work that rolled back is released), transaction-scoped
  * locks end right after commit (never before, so the lock covers the commit), and a
  * backend that exits releases everything it holds.  Network trouble in these paths is
- * a WARNING, never an ERROR: the lock table's releases run in cleanup mode, bounded by
- * the connect and request timeouts and deaf to interrupts.
+ * a WARNING, never an ERROR: the lock table releases all the locks in one round in
+ * cleanup mode, bounded by one deadline per master and deaf to interrupts, and skips
+ * the network when error recovery is itself in trouble.  After the commit point (and
+ * at exit) nothing may raise, since an ERROR there becomes "cannot abort transaction
+ * ..., it was already committed" (a PANIC): whatever is raised there anyway (out of
+ * memory, a failing wait set) is caught and reported as a WARNING.
  *
  * The hooks are registered on first use rather than in _PG_init, so that a library
  * preloaded into the postmaster still registers them in each backend.
@@ -18,11 +22,60 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "storage/ipc.h"
 
 #include "redlock.h"
 
 static bool hooks_registered = false;
+
+/*
+ * Runs fn(arg) and turns any ERROR it raises into a WARNING saying when (what), for
+ * paths that must not raise: after the commit point, and at exit.
+ */
+static void
+run_without_raising(void (*fn) (void *arg), void *arg, const char *what)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	uint32		crit_section = CritSectionCount;
+
+	PG_TRY();
+	{
+		fn(arg);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* errfinish reset these for the handler it expected; put ours back. */
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
+		CritSectionCount = crit_section;
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("could not release redlock locks %s: %s", what, edata->message),
+				 errhint("Their keys expire on the Redis masters when their TTL runs out.")));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
+static void
+end_committed_xact(void *arg pg_attribute_unused())
+{
+	redlock_lock_xact_end(true, redlock_warn_release);
+}
+
+static void
+release_at_exit(void *arg pg_attribute_unused())
+{
+	redlock_lock_release_everything(redlock_warn_release);
+}
 
 static void
 xact_callback(XactEvent event, void *arg pg_attribute_unused())
@@ -42,7 +95,7 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 						 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit",
 								resource),
-						 errdetail("Its validity time ran out or an extension failed, so another client may hold it."),
+						 errdetail("Its validity time ran out or had less than redlock.commit_margin left, an extension found it lost, or redlock.servers changed, so another client may hold it."),
 						 errhint("Use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
 			break;
 		case XACT_EVENT_PRE_PREPARE:
@@ -51,7 +104,7 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 					 errmsg("cannot PREPARE a transaction that has acquired redlock locks")));
 			break;
 		case XACT_EVENT_COMMIT:
-			redlock_lock_xact_end(true, redlock_warn_release);
+			run_without_raising(end_committed_xact, NULL, "after commit");
 			break;
 		case XACT_EVENT_ABORT:
 			redlock_lock_xact_end(false, redlock_warn_release);
@@ -77,7 +130,7 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void
 exit_callback(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
 {
-	redlock_lock_release_everything(redlock_warn_release);
+	run_without_raising(release_at_exit, NULL, "at exit");
 }
 
 /*

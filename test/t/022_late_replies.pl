@@ -20,6 +20,11 @@ use RedisMasters;
 my $redis = RedisMasters->new(5);
 my $node = RedisMasters::redlock_node('late', $redis, "log_min_messages = debug1\n");
 my $s = $node->background_psql('postgres', on_error_stop => 0);
+
+# Open the session's connections first: a call decided while a new connection's
+# handshake is under way leaves its commands queued there until the next call.
+is((sql($s, "SELECT redlock_acquire('warm-up', 1000) AND redlock_release('warm-up')"))[0],
+	't', 'warm-up call opens the connections');
 my ($out, $err);
 
 # Freezes master I and resumes it after MS milliseconds from a child process.
