@@ -801,6 +801,15 @@ SELECT round((extract(epoch FROM at) - $t0)::numeric, 3), resource, pid, what,
 FROM checker_violations ORDER BY at})
 	];
 	$r{violations} = scalar @{ $r{violation_rows} };
+	# Why holders gave up (held-lock runs): counts by reason, and the first few with times.
+	$r{gave_up_rows} = [
+		_rows($node, qq{
+SELECT round((extract(epoch FROM gave_up_at) - $t0)::numeric, 3), resource, pid,
+	regexp_replace(gave_up_why, '[0-9]+ ms', 'N ms'), gave_up_why,
+	round((extract(epoch FROM gave_up_at - t1) * 1000)::numeric)
+FROM checker_attempts WHERE gave_up ORDER BY gave_up_at})
+	];
+	$r{gave_up_why}{ $_->[3] }++ for @{ $r{gave_up_rows} };
 	$r{acq_per_s} = $r{acquired} / $seconds;
 	$r{busy_pct} = $r{attempts} ? 100 * $r{busy} / $r{attempts} : 0;
 	$r{unavailable_pct} = $r{attempts} ? 100 * $r{unavailable} / $r{attempts} : 0;
@@ -903,6 +912,20 @@ sub describe
 			  . " early %d; steps worked %d\n",
 			$r->{extends}, $r->{extend_false}, $r->{extend_errors},
 			$r->{extend_other_errors}, $r->{gave_up}, $r->{steps_done});
+	}
+	if (@{ $r->{gave_up_rows} // [] })
+	{
+		$s .= "   gave up: "
+		  . join(', ', map { "$_ x $r->{gave_up_why}{$_}" } sort keys %{ $r->{gave_up_why} })
+		  . "\n";
+		my $n = @{ $r->{gave_up_rows} } < 5 ? @{ $r->{gave_up_rows} } : 5;
+		for my $g (@{ $r->{gave_up_rows} }[ 0 .. $n - 1 ])
+		{
+			my $last = _last_event($r->{events}, $g->[0]);
+			$s .= sprintf("     +%.3f s %s: pid %s gave up (%s) %s ms after acquiring%s\n",
+				$g->[0], $g->[1], $g->[2], $g->[4], $g->[5],
+				$last ? sprintf('; last fault +%.3f s %s', @$last[ 0, 1 ]) : '');
+		}
 	}
 	$s .= "   clients idle $r->{idle_ms} ms between attempts\n" if $r->{idle_ms};
 	$s .= "   client settings: @{ $r->{pgoptions} }\n" if @{ $r->{pgoptions} // [] };

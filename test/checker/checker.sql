@@ -48,7 +48,9 @@ CREATE UNLOGGED TABLE checker_attempts (
 	extend_false integer,			-- ... that returned false
 	extend_errors integer,			-- ... that raised 08006
 	extend_other_errors integer,	-- ... that raised anything else
-	gave_up boolean					-- stopped working early: validity too short or lost
+	gave_up boolean,				-- stopped working early: validity too short or lost
+	gave_up_at timestamptz,
+	gave_up_why text				-- 'extend false', or 'validity N ms' [' after extend SQLSTATE']
 );
 
 CREATE UNLOGGED TABLE checker_violations (
@@ -74,6 +76,7 @@ DECLARE
 	got boolean;
 	st text;
 	msg text;
+	det text;
 	n integer;
 	claimed boolean;
 	v_nodes integer;
@@ -86,9 +89,10 @@ BEGIN
 	BEGIN
 		got := redlock_acquire(p_resource, p_ttl_ms, p_wait_ms);
 	EXCEPTION WHEN OTHERS THEN
-		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
 		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message)
-		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st, msg);
+		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''));
 		COMMIT;
 		RETURN;
 	END;
@@ -178,7 +182,9 @@ CREATE UNLOGGED TABLE checker_holds (
 	extend_false integer NOT NULL DEFAULT 0,
 	extend_errors integer NOT NULL DEFAULT 0,
 	extend_other_errors integer NOT NULL DEFAULT 0,
-	gave_up boolean NOT NULL DEFAULT false
+	gave_up boolean NOT NULL DEFAULT false,
+	gave_up_at timestamptz,
+	gave_up_why text
 );
 
 -- Gives the guard of P_RESOURCE back (exactly one row, else an 'unclaim' violation).
@@ -212,6 +218,7 @@ DECLARE
 	got boolean;
 	st text;
 	msg text;
+	det text;
 	n integer;
 	v_nodes integer;
 	v_validity integer;
@@ -223,9 +230,10 @@ BEGIN
 	BEGIN
 		got := redlock_acquire(p_resource, p_ttl_ms, p_wait_ms);
 	EXCEPTION WHEN OTHERS THEN
-		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
 		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message)
-		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st, msg);
+		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''));
 		COMMIT;
 		RETURN;
 	END;
@@ -299,7 +307,11 @@ BEGIN
 	WHERE pid = pg_backend_pid();
 	IF p_honest AND (ext IS NOT DISTINCT FROM false
 					 OR coalesce(v_validity, 0) < p_step_ms + p_margin_ms) THEN
-		UPDATE checker_holds SET gave_up = true WHERE pid = pg_backend_pid();
+		UPDATE checker_holds SET gave_up = true, gave_up_at = clock_timestamp(),
+			gave_up_why = CASE WHEN ext IS NOT DISTINCT FROM false THEN 'extend false'
+							   ELSE 'validity ' || coalesce(v_validity::text, 'none') || ' ms'
+								   || coalesce(' after extend ' || st, '') END
+		WHERE pid = pg_backend_pid();
 		COMMIT;
 		IF h.in_guard THEN
 			CALL checker_unclaim(p_resource, h);
@@ -341,10 +353,10 @@ BEGIN
 	END;
 	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, nodes, validity_ms, overran,
 								  released, steps, extends, extend_false, extend_errors,
-								  extend_other_errors, gave_up)
+								  extend_other_errors, gave_up, gave_up_at, gave_up_why)
 	VALUES (pg_backend_pid(), p_resource, h.t0, h.t1, 'acquired', h.nodes, h.validity_ms,
 			v_overran, rel, h.steps, h.extends, h.extend_false, h.extend_errors,
-			h.extend_other_errors, h.gave_up);
+			h.extend_other_errors, h.gave_up, h.gave_up_at, h.gave_up_why);
 	DELETE FROM checker_holds WHERE pid = pg_backend_pid();
 	COMMIT;
 END
