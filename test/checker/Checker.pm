@@ -518,6 +518,21 @@ sub _servers_faults
 	return;
 }
 
+# Masters 0, 1 and 2 killed at once and restarted at once, every 2.5 s.
+sub _majority_restart
+{
+	my ($f) = @_;
+	my $t = 1.5;
+	while ($t + 0.8 < $f->{seconds})
+	{
+		$f->at($t);
+		$f->kill(0, 1, 2);
+		$f->start(0, 1, 2);
+		$t += 2.5;
+	}
+	return;
+}
+
 # The run() options of scenario NAME.
 sub scenario
 {
