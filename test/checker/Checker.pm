@@ -372,25 +372,17 @@ my %SCENARIOS = (
 		step_ms => 50,
 		ext_ttls => [ map { 1000 } 1 .. 5 ],
 		expect_no_gave_up => 1,
-		faults => sub {
-			my ($f) = @_;
-			my $out = _delayed_out($f);
-			# One master killed at a time, and 2 frozen only 1.5 s after it is back
-			# (empty): every lock then stays on a majority of the masters that answer, so
-			# any holder that finds its lock lost lost it to a reload.
-			my @plan;
-			for (my $t = 1.0, my $k = 0; $t + 0.6 + $out + 0.3 < $f->{seconds};
-				$t += 0.6 + $out + 2.0, $k++)
-			{
-				my ($a, $b, $c, $d) = map { ($k + $_) % 5 } 0, 2, 3, 4;
-				push @plan, [ $t, sub { $f->stop($a) } ], [ $t + 0.5, sub { $f->cont($a) } ],
-				  [ $t + 0.6, sub { $f->kill($b) } ],
-				  [ $t + 0.6 + $out, sub { $f->start($b) } ],
-				  [ $t + 0.6 + $out + 1.5, sub { $f->stop($c, $d) } ],
-				  [ $t + 0.6 + $out + 1.8, sub { $f->cont($c, $d) } ];
-			}
-			_ticking($f, 0.1, sub { $f->reload }, @plan);
-		},
+		faults => sub { _renew_faults(@_, 1) },
+	},
+	'extend-renew' => {
+		desc => 'reload-loop without the reloads: holders extend to 1000 ms before each of 5'
+		  . ' steps of 50 ms; SIGSTOP of 1 master, kill -9 of 1 (delayed restart), SIGSTOP of 2',
+		masters => 'plain',
+		steps => 5,
+		step_ms => 50,
+		ext_ttls => [ map { 1000 } 1 .. 5 ],
+		expect_no_gave_up => 1,
+		faults => sub { _renew_faults(@_, 0) },
 	},
 );
 $SCENARIOS_REF = \%SCENARIOS;
@@ -407,6 +399,27 @@ sub _ticking
 		$p->[1]->();
 	}
 	$f->every($period, $f->{seconds}, $tick);
+	return;
+}
+
+# For reload-loop (RELOADS 1: pg_reload_conf() every 100 ms) and extend-renew (0).
+# One master killed at a time, and 2 frozen only 1.5 s after it is back (empty): every lock
+# then stays on a majority of the masters that answer, so a holder that finds its lock lost
+# lost it to something else than these faults.
+sub _renew_faults
+{
+	my ($f, $reloads) = @_;
+	my $out = _delayed_out($f);
+	my @plan;
+	for (my $t = 1.0, my $k = 0; $t + 0.6 + $out + 0.3 < $f->{seconds}; $t += 0.6 + $out + 2.0, $k++)
+	{
+		my ($a, $b, $c, $d) = map { ($k + $_) % 5 } 0, 2, 3, 4;
+		push @plan, [ $t, sub { $f->stop($a) } ], [ $t + 0.5, sub { $f->cont($a) } ],
+		  [ $t + 0.6, sub { $f->kill($b) } ], [ $t + 0.6 + $out, sub { $f->start($b) } ],
+		  [ $t + 0.6 + $out + 1.5, sub { $f->stop($c, $d) } ],
+		  [ $t + 0.6 + $out + 1.8, sub { $f->cont($c, $d) } ];
+	}
+	_ticking($f, 0.1, $reloads ? sub { $f->reload } : sub { }, @plan);
 	return;
 }
 

@@ -31,7 +31,7 @@ my @names = @ARGV
   ? @ARGV
   : qw(baseline kill-minority-delayed sigstop latency kill-minority-aof kill-majority-aof
   unsafe-majority-restart unsafe-short-ttl extend-shorter extend-longer unsafe-extend-ignored
-  servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop);
+  servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew);
 
 my %masters = (
 	plain => RedisMasters->new(5),
