@@ -109,9 +109,10 @@ if (my $r = scenario_ok('idle-timeout', 9))
 if (my $r = scenario_ok('reload-loop', 7))
 {
 	cmp_ok($r->{fault_counts}{'pg_reload_conf()'} // 0, '>', 20, 'reload-loop: reloads were sent');
-	is($r->{gave_up}, 0, 'reload-loop: no holder lost its lock to a reload that changed nothing')
+	# Nothing else (the faults never take a majority away from a lock taken with every
+	# master up) may make a holder find its lock lost either: see extend-renew in run-long.
+	is($r->{gave_up}, 0, 'reload-loop: no holder found its lock lost (extend false)')
 	  or diag(Checker::describe($r));
-	is($r->{extend_false}, 0, 'reload-loop: no extend returned false');
 }
 
 diag("\n" . Checker::table_header() . join('', map { Checker::table_line($_) } @table));
