@@ -128,7 +128,10 @@ sub _write_file
 # Each is a list of run() options: a description, masters (plain, or aof: appendonly yes,
 # appendfsync always), the TTL / wait / work of every attempt, whether it must see
 # violations (a negative control), and the fault schedule, which scales with the run's
-# length ($f->{seconds}) and TTL ($f->{ttl_ms}).
+# length ($f->{seconds}) and TTL ($f->{ttl_ms}).  Also: servers (the masters redlock.servers
+# names at the start), redis_config (CONFIG SET for the run), the held-lock options of run(),
+# expect_no_08006 (a majority was always up: any 08006 is spurious), expect_no_gave_up (no
+# holder may find its lock lost).
 
 # Out of service for longer than the largest TTL in use (spec §8 "delayed restart").
 sub _delayed_out
@@ -137,6 +140,7 @@ sub _delayed_out
 	return $f->{ttl_ms} / 1000 * 1.2 + 0.3;
 }
 
+my $SCENARIOS_REF;
 my %SCENARIOS = (
 	'baseline' => {
 		desc => 'no fault',
@@ -268,7 +272,264 @@ my %SCENARIOS = (
 		work_ms => 60,
 		expect_violations => 1,
 	},
+
+	# ---- the edge paths of issue 7 ----
+
+	'extend-shorter' => {
+		desc => 'acquire 2000 ms, extend to 800 ms after the first 250 ms step, work on in'
+		  . ' 250 ms steps while redlock_locks() shows validity for one more; a majority'
+		  . ' frozen, a minority killed (delayed restart) with one more frozen',
+		masters => 'plain',
+		ttl_ms => 2000,
+		steps => 8,
+		step_ms => 250,
+		ext_ttls => [ undef, 800 ],
+		faults => sub { _extend_faults(@_) },
+	},
+	'extend-longer' => {
+		desc => 'acquire 800 ms, extend before every 250 ms step alternately to 4000 and 800 ms,'
+		  . ' work a step only when extend did not say false and the validity covers it;'
+		  . ' the faults of extend-shorter',
+		masters => 'plain',
+		ttl_ms => 800,
+		steps => 8,
+		step_ms => 250,
+		ext_ttls => [ undef, 4000, 800, 4000, 800, 4000, 800, 4000 ],
+		faults => sub { _extend_faults(@_) },
+	},
+	'unsafe-extend-ignored' => {
+		desc => 'NEGATIVE CONTROL: holders extend to 60 ms before each 150 ms step and work on'
+		  . ' whatever extend returns (false, 08006) and whatever validity is left',
+		masters => 'plain',
+		ttl_ms => 1000,
+		steps => 6,
+		step_ms => 150,
+		ext_ttls => [ map { 60 } 1 .. 6 ],
+		honest => 0,
+		expect_violations => 1,
+		faults => sub { _extend_faults(@_) },
+	},
+	'servers-grow-shrink' => {
+		desc => 'redlock.servers 3 -> 5 -> 3 masters while holders (5 steps of 100 ms, one'
+		  . ' command each) span the changes; the 2 added masters restarted empty before each'
+		  . ' growth; each change a TTL + 0.5 s after the last fault in the masters common to'
+		  . ' both lists; SIGSTOP and kill -9 (delayed restart) of a master of the current list',
+		masters => 'plain',
+		servers => [ 0, 1, 2 ],
+		steps => 5,
+		step_ms => 100,
+		faults => sub { _servers_faults(@_, 0) },
+	},
+	'unsafe-servers-change' => {
+		desc => 'NEGATIVE CONTROL: a master of 3 killed and restarted empty at once, then'
+		  . ' redlock.servers grown to 5 (and shrunk back) while holders that took their lock'
+		  . ' on 2 of 3 work on, ignoring the validity',
+		masters => 'plain',
+		servers => [ 0, 1, 2 ],
+		steps => 5,
+		step_ms => 100,
+		honest => 0,
+		expect_violations => 1,
+		faults => sub { _servers_faults(@_, 1) },
+	},
+	'script-flush' => {
+		desc => 'SCRIPT FLUSH on every master every 50 ms, redlock.retry_delay 0 and'
+		  . ' retry_jitter 0 (retries at once), work 50 ms; SIGSTOP of 1 master, kill -9 of'
+		  . ' 1 (delayed restart)',
+		masters => 'plain',
+		wait_ms => 200,
+		work_ms => 50,
+		pgoptions => [ 'redlock.retry_delay=0', 'redlock.retry_jitter=0' ],
+		faults => sub {
+			my ($f) = @_;
+			my $out = _delayed_out($f);
+			my $flush = sub { $f->redis($_, 'SCRIPT', 'FLUSH') for 0 .. 4 };
+			my @plan;
+			for (my $t = 1.0, my $k = 0; $t + $out + 0.5 < $f->{seconds}; $t += $out + 1.0, $k++)
+			{
+				my ($a, $b) = ($k % 5, ($k + 2) % 5);
+				push @plan, [ $t, sub { $f->stop($a) } ], [ $t + 0.5, sub { $f->cont($a) } ],
+				  [ $t + 0.6, sub { $f->kill($b) } ], [ $t + 0.6 + $out, sub { $f->start($b) } ];
+			}
+			_ticking($f, 0.05, $flush, @plan);
+		},
+	},
+	'idle-timeout' => {
+		desc => 'Redis timeout 1 (masters close connections idle > 1 s); clients idle 2.5 s'
+		  . ' between attempts; a minority killed (delayed restart) and SIGSTOP: no 08006',
+		masters => 'plain',
+		redis_config => { timeout => 1 },
+		idle_ms => 2500,
+		expect_no_08006 => 1,
+		faults => sub { $SCENARIOS_REF->{'minority-delayed+sigstop'}{faults}->(@_) },
+	},
+	'reload-loop' => {
+		desc => 'pg_reload_conf() every 100 ms (nothing changed) while holders extend to'
+		  . ' 1000 ms before each of 5 steps of 50 ms; SIGSTOP of 1 master, kill -9 of 1'
+		  . ' (delayed restart), SIGSTOP of 2',
+		masters => 'plain',
+		steps => 5,
+		step_ms => 50,
+		ext_ttls => [ map { 1000 } 1 .. 5 ],
+		expect_no_gave_up => 1,
+		faults => sub { _renew_faults(@_, 1) },
+	},
+	'extend-renew' => {
+		desc => 'reload-loop without the reloads: holders extend to 1000 ms before each of 5'
+		  . ' steps of 50 ms; SIGSTOP of 1 master, kill -9 of 1 (delayed restart), SIGSTOP of 2',
+		masters => 'plain',
+		steps => 5,
+		step_ms => 50,
+		ext_ttls => [ map { 1000 } 1 .. 5 ],
+		expect_no_gave_up => 1,
+		faults => sub { _renew_faults(@_, 0) },
+	},
 );
+$SCENARIOS_REF = \%SCENARIOS;
+
+# Runs the fault schedule PLAN ([time, code] in time order) and, between its actions, TICK
+# every PERIOD seconds until the end of the run.
+sub _ticking
+{
+	my ($f, $period, $tick, @plan) = @_;
+	for my $p (@plan)
+	{
+		$f->every($period, $p->[0], $tick);
+		last if $f->now >= $f->{seconds};
+		$p->[1]->();
+	}
+	$f->every($period, $f->{seconds}, $tick);
+	return;
+}
+
+# For reload-loop (RELOADS 1: pg_reload_conf() every 100 ms) and extend-renew (0).
+# One master killed at a time, and 2 frozen only 1.5 s after it is back (empty): every lock
+# then stays on a majority of the masters that answer, so a holder that finds its lock lost
+# lost it to something else than these faults.
+sub _renew_faults
+{
+	my ($f, $reloads) = @_;
+	my $out = _delayed_out($f);
+	my @plan;
+	for (my $t = 1.0, my $k = 0; $t + 0.6 + $out + 0.3 < $f->{seconds}; $t += 0.6 + $out + 2.0, $k++)
+	{
+		my ($a, $b, $c, $d) = map { ($k + $_) % 5 } 0, 2, 3, 4;
+		push @plan, [ $t, sub { $f->stop($a) } ], [ $t + 0.5, sub { $f->cont($a) } ],
+		  [ $t + 0.6, sub { $f->kill($b) } ], [ $t + 0.6 + $out, sub { $f->start($b) } ],
+		  [ $t + 0.6 + $out + 1.5, sub { $f->stop($c, $d) } ],
+		  [ $t + 0.6 + $out + 1.8, sub { $f->cont($c, $d) } ];
+	}
+	_ticking($f, 0.1, $reloads ? sub { $f->reload } : sub { }, @plan);
+	return;
+}
+
+# For the extend scenarios: a majority (3 masters) frozen for 0.4 s, so that extends in
+# that window raise 08006 while the frozen masters run them when they wake; then a
+# minority killed for 1.2 x the largest TTL + 0.3 s (delayed restart), with a third master
+# frozen for 0.4 s meanwhile (no quorum), then one master frozen for 0.5 s.
+sub _extend_faults
+{
+	my ($f) = @_;
+	my $out = _delayed_out($f);
+	my @majority = ([ 0, 1, 2 ], [ 2, 3, 4 ], [ 1, 3, 4 ], [ 0, 2, 4 ], [ 0, 1, 3 ]);
+	my ($t, $k) = (0.8, 0);
+	while ($t + 0.6 < $f->{seconds})
+	{
+		my $set = $majority[ $k % @majority ];
+		$f->at($t);
+		$f->stop(@$set);
+		$f->at($t + 0.4);
+		$f->cont(@$set);
+		$t += 1.4;
+		last if $t + $out + 0.3 > $f->{seconds};
+		my @kill = ($k % 5, ($k + 3) % 5);
+		my $other = ($k + 1) % 5;
+		$f->at($t);
+		$f->kill(@kill);
+		$f->at($t + 0.6);
+		$f->stop($other);
+		$f->at($t + 1.0);
+		$f->cont($other);
+		$f->at($t + $out);
+		$f->start(@kill);
+		$t += $out + 0.5;
+		$f->at($t);
+		$f->stop(($k + 2) % 5);
+		$f->at($t + 0.5);
+		$f->cont(($k + 2) % 5);
+		$t += 1.2;
+		$k++;
+	}
+	return;
+}
+
+# For the server-list scenarios, starting on masters 0-2.
+#
+# While a list changes, backends switch one by one (each between two commands), and a
+# lock on 2 of masters 0-2 and one on 3 of masters 0-4 need not share a master: {0,1} and
+# {2,3,4}.  So a change is safe only when every lock still valid, taken on either list,
+# holds all 3 masters common to both, which is so once those masters have been up and
+# answering for a TTL (and stay so a moment after).  That rule, whatever the client does.
+#
+# Safe (UNSAFE 0), in a loop: master 1 frozen for 0.3 s, masters 3 and 4 restarted empty
+# (they are not in the list); the list grown to 0-4 a TTL + 0.5 s later; master 4 killed
+# and restarted (empty) after 1.2 x TTL + 0.3 s (a lock on 3 of 0-3 holds 2 of 0-2); master 0
+# frozen for 0.3 s; the list shrunk to 0-2 a TTL + 0.5 s later; master 2 killed and
+# restarted after 1.2 x TTL + 0.3 s.
+# Unsafe: master 2 killed, and after 0.8 s restarted empty, and the list grown to 0-4 at
+# once: a lock taken on 0 and 1 alone meets a second holder on 2, 3 and 4.
+sub _servers_faults
+{
+	my ($f, $unsafe) = @_;
+	my $out = _delayed_out($f);
+	my $quiet = $f->{ttl_ms} / 1000 + 0.5;
+	my $t = 0.5;
+	while ($t + 1.5 < $f->{seconds})
+	{
+		if ($unsafe)
+		{
+			$f->at($t);
+			$f->kill(3, 4);
+			$f->start(3, 4);
+			$f->kill(2);
+			$f->at($t + 0.8);
+			$f->start(2);
+			$f->servers(0 .. 4);
+			$f->at($t + 1.6);
+			$f->servers(0, 1, 2);
+			$t += 2.4;
+			next;
+		}
+		$f->at($t);
+		$f->stop(1);
+		$f->at($t + 0.3);
+		$f->cont(1);
+		$f->kill(3, 4);
+		$f->start(3, 4);
+		$f->at($t + 0.3 + $quiet);
+		$f->servers(0 .. 4);
+		$t += 0.3 + $quiet + 0.5;
+		last if $t + $out + 0.3 + $quiet > $f->{seconds};
+		$f->at($t);
+		$f->kill(4);
+		$f->at($t + $out);
+		$f->start(4);
+		$f->at($t + $out + 0.2);
+		$f->stop(0);
+		$f->at($t + $out + 0.5);
+		$f->cont(0);
+		$f->at($t + $out + 0.5 + $quiet);
+		$f->servers(0, 1, 2);
+		$t += $out + 0.5 + $quiet + 0.5;
+		last if $t + $out + 0.5 > $f->{seconds};
+		$f->at($t);
+		$f->kill(2);
+		$f->at($t + $out);
+		$f->start(2);
+		$t += $out + 0.2;
+	}
+	return;
+}
 
 # Masters 0, 1 and 2 killed at once and restarted at once, every 2.5 s.
 sub _majority_restart
@@ -311,12 +572,37 @@ sub run_scenario
 			(map { "127.0.0.1:$_->{port}" } @proxies),
 			(map { "127.0.0.1:$_" } @ports[ $n .. $#ports ]));
 	}
+	elsif (my $set = $s{servers})
+	{
+		$guc = servers_of($redis, @$set);
+	}
 	set_servers($node, $guc) if $node->safe_psql('postgres', 'SHOW redlock.servers') ne $guc;
+
+	# Redis settings for this run only (CONFIG SET on every master, again after each
+	# restart), put back afterwards.
+	my %saved;
+	if (my $conf = $s{redis_config})
+	{
+		for my $k (sort keys %$conf)
+		{
+			(undef, $saved{$k}) = split /\n/, $redis->redis_cli(0, 'CONFIG', 'GET', $k);
+			$redis->redis_all('CONFIG', 'SET', $k, $conf->{$k});
+		}
+	}
 	my $r = eval { run(node => $node, redis => $redis, %s, %overrides, proxies => \@proxies) };
 	my $error = $@;
 	stop_proxy($_) for @proxies;
+	$redis->redis_all('CONFIG', 'SET', $_, $saved{$_} // '') for sort keys %saved;
 	die $error unless $r;
 	return $r;
+}
+
+# The redlock.servers value naming masters I... of REDIS.
+sub servers_of
+{
+	my ($redis, @i) = @_;
+	my @ports = $redis->ports;
+	return join(',', map { "127.0.0.1:$ports[$_]" } @i);
 }
 
 # ---- one run ----
@@ -324,6 +610,13 @@ sub run_scenario
 # Runs one scenario; returns a hash of figures (see the end).  Options:
 #   node, redis (RedisMasters), proxies (list, for delay), name, desc, seconds (10),
 #   clients (16), resources (4), ttl_ms (1000), wait_ms (20), work_ms (5), faults (sub).
+# A lock held across commands (checker_take/step/done in checker.sql) when steps is set:
+#   steps (N), step_ms (work per step), ext_ttls ([TTL or undef per step]: redlock_extend
+#   before that step), honest (1: work a step only with validity for it; 0: work on
+#   whatever extend and redlock_locks() say), margin_ms (100).
+#   idle_ms: the client sleeps (idle backend) after each attempt; pgoptions: more -c
+#   settings for the clients' sessions; fault_ttl_ms: the TTL the fault schedule is told
+#   (default the largest TTL in use).
 sub run
 {
 	my (%o) = @_;
@@ -335,35 +628,62 @@ sub run
 	my $ttl = $o{ttl_ms} // 1000;
 	my $wait = $o{wait_ms} // 20;
 	my $work = $o{work_ms} // 5;
+	my $steps = $o{steps} // 0;
+	my $step_ms = $o{step_ms} // 100;
+	my @ext = @{ $o{ext_ttls} // [] };
+	my $honest = $o{honest} // 1;
+	my $margin = $o{margin_ms} // 100;
+	my $idle = $o{idle_ms} // 0;
+	my $fault_ttl = $o{fault_ttl_ms} // (sort { $b <=> $a } $ttl, grep { defined } @ext)[0];
 	(my $prefix = "checker-$name-") =~ s/[^A-Za-z0-9+._-]/_/g;
 
 	$node->safe_psql('postgres', qq{
-TRUNCATE checker_attempts, checker_violations, checker_guard;
+TRUNCATE checker_attempts, checker_violations, checker_guard, checker_holds;
 INSERT INTO checker_guard (resource)
 	SELECT '$prefix' || g FROM generate_series(1, $resources) g;
 });
 	my $dir = PostgreSQL::Test::Utils::tempdir("checker-$name");
 	my $script = "$dir/attempt.pgbench";
-	_write_file($script, "\\set r random(1, $resources)\n"
-		  . "CALL checker_attempt('$prefix' || :r, $ttl, $wait, $work);\n");
+	my $text = "\\set r random(1, $resources)\n";
+	if ($steps)
+	{
+		$work = $steps * $step_ms;
+		my $h = $honest ? 'true' : 'false';
+		$text .= "CALL checker_take('$prefix' || :r, $ttl, $wait);\n";
+		$text .= "CALL checker_step('$prefix' || :r, $step_ms, "
+		  . ($ext[$_] // 'NULL') . ", $h, $margin);\n"
+		  for 0 .. $steps - 1;
+		$text .= "CALL checker_done('$prefix' || :r);\n";
+	}
+	else
+	{
+		$text .= "CALL checker_attempt('$prefix' || :r, $ttl, $wait, $work);\n";
+	}
+	$text .= "\\sleep $idle ms\n" if $idle;
+	_write_file($script, $text);
 
 	my @cmd = (
 		'pgbench', '-n', '-h', $node->host, '-p', $node->port, '-c', $clients,
 		'-j', 2, '-T', $seconds, '-f', $script, 'postgres');
 	my ($out, $err) = ('', '');
 	my $f = Checker::Faults->new(
+		node => $node,
 		redis => $o{redis},
 		proxies => $o{proxies} // [],
+		redis_config => $o{redis_config},
+		servers => $o{servers},
 		seconds => $seconds,
-		ttl_ms => $ttl);
+		ttl_ms => $fault_ttl);
 	Test::More::note("checker: $name: $clients clients, $resources resources, TTL $ttl ms,"
 		  . " wait $wait ms, work $work ms, $seconds s");
+	Test::More::note("checker: pgbench script:\n$text");
 	my $log_offset = -s $node->logfile;
 	my $t0 = time;
 	$f->{t0} = $t0;
 	my $h;
 	{
-		local $ENV{PGOPTIONS} = '-c client_min_messages=error';
+		local $ENV{PGOPTIONS} = '-c client_min_messages=error'
+		  . join('', map { " -c $_" } @{ $o{pgoptions} // [] });
 		local $ENV{PGAPPNAME} = 'checker';
 		$h = IPC::Run::start(\@cmd, '<', \undef, '>', \$out, '2>', \$err,
 			IPC::Run::timeout($seconds + 120));
@@ -377,7 +697,9 @@ INSERT INTO checker_guard (resource)
 		die "fault schedule of $name failed: $fault_error";
 	}
 	eval { $h->finish; 1 } or do { $h->kill_kill; die "pgbench did not finish: $@"; };
-	my $rc = $h->full_result(0) >> 8;
+	# A pgbench killed by a signal is a failure too: 128 + the signal, as a shell says.
+	my $status = $h->full_result(0);
+	my $rc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
 	my $elapsed = time - $t0;
 
 	# Let the last CALLs finish writing their rows.
@@ -406,6 +728,8 @@ INSERT INTO checker_guard (resource)
 		desc => $o{desc} // '',
 		masters => $o{masters} // 'plain',
 		expect_violations => $o{expect_violations} // 0,
+		expect_no_08006 => $o{expect_no_08006} // 0,
+		expect_no_gave_up => $o{expect_no_gave_up} // 0,
 		seconds => $seconds,
 		elapsed => $elapsed,
 		clients => $clients,
@@ -413,6 +737,14 @@ INSERT INTO checker_guard (resource)
 		ttl_ms => $ttl,
 		wait_ms => $wait,
 		work_ms => $work,
+		steps => $steps,
+		step_ms => $step_ms,
+		ext_ttls => \@ext,
+		honest => $honest,
+		margin_ms => $margin,
+		idle_ms => $idle,
+		pgoptions => $o{pgoptions} // [],
+		fault_counts => $f->{counts},
 		pgbench_rc => $rc,
 		pgbench_err => $err,
 		pgbench_out => $out,
@@ -440,6 +772,18 @@ SELECT count(*) FILTER (WHERE overran), count(*) FILTER (WHERE NOT released),
 	count(*) FILTER (WHERE released IS NULL), coalesce(min(nodes), 0)
 FROM checker_attempts WHERE outcome = 'acquired'}))[0]
 	};
+	(
+		$r{extends}, $r{extend_false}, $r{extend_errors}, $r{extend_other_errors},
+		$r{gave_up}, $r{steps_done}
+	  )
+	  = @{
+		(
+			_rows($node, q{
+SELECT coalesce(sum(extends), 0), coalesce(sum(extend_false), 0),
+	coalesce(sum(extend_errors), 0), coalesce(sum(extend_other_errors), 0),
+	count(*) FILTER (WHERE gave_up), coalesce(sum(steps), 0)
+FROM checker_attempts WHERE outcome = 'acquired'}))[0]
+	  };
 
 	# Per 1-second bucket, and per state window.
 	my @acq_times;
@@ -485,6 +829,15 @@ SELECT round((extract(epoch FROM at) - $t0)::numeric, 3), resource, pid, what,
 FROM checker_violations ORDER BY at})
 	];
 	$r{violations} = scalar @{ $r{violation_rows} };
+	# Why holders gave up (held-lock runs): counts by reason, and the first few with times.
+	$r{gave_up_rows} = [
+		_rows($node, qq{
+SELECT round((extract(epoch FROM gave_up_at) - $t0)::numeric, 3), resource, pid,
+	regexp_replace(gave_up_why, '[0-9]+ ms', 'N ms'), gave_up_why,
+	round((extract(epoch FROM gave_up_at - t1) * 1000)::numeric)
+FROM checker_attempts WHERE gave_up ORDER BY gave_up_at})
+	];
+	$r{gave_up_why}{ $_->[3] }++ for @{ $r{gave_up_rows} };
 	$r{acq_per_s} = $r{acquired} / $seconds;
 	$r{busy_pct} = $r{attempts} ? 100 * $r{busy} / $r{attempts} : 0;
 	$r{unavailable_pct} = $r{attempts} ? 100 * $r{unavailable} / $r{attempts} : 0;
@@ -530,8 +883,9 @@ sub _state_windows
 
 # ---- reports ----
 
-my $HEADER = sprintf("%-26s %8s %8s %10s %8s %7s %7s\n",
-	'scenario', 'attempts', 'acquired', 'violations', 'acq/s', 'busy', 'unavail');
+my $HEADER = sprintf("%-26s %8s %8s %10s %8s %7s %7s %6s %7s %7s\n",
+	'scenario', 'attempts', 'acquired', 'violations', 'acq/s', 'busy', 'unavail', '08006',
+	'extends', 'gaveup');
 
 # The header of the figures table.
 sub table_header
@@ -543,9 +897,10 @@ sub table_header
 sub table_line
 {
 	my ($r) = @_;
-	return sprintf("%-26s %8d %8d %10d %8.1f %6.1f%% %6.1f%%\n",
+	return sprintf("%-26s %8d %8d %10d %8.1f %6.1f%% %6.1f%% %6d %7s %7s\n",
 		$r->{name}, $r->{attempts}, $r->{acquired}, $r->{violations}, $r->{acq_per_s},
-		$r->{busy_pct}, $r->{unavailable_pct});
+		$r->{busy_pct}, $r->{unavailable_pct}, $r->{unavailable},
+		$r->{steps} ? $r->{extends} : '-', $r->{steps} ? $r->{gave_up} : '-');
 }
 
 # A full description of one run: settings, figures, errors, violations with their timing,
@@ -572,6 +927,40 @@ sub describe
 		"   holders whose validity ran out before the work was done: %d; release false: %d,"
 		  . " release error: %d; fewest masters in an acquisition: %d\n",
 		$r->{overran}, $r->{release_false}, $r->{release_error}, $r->{min_nodes});
+	if ($r->{steps})
+	{
+		$s .= sprintf(
+			"   held across commands: %d steps of %d ms, extend before each step to [%s] ms,"
+			  . " %s holders (margin %d ms)\n",
+			$r->{steps}, $r->{step_ms},
+			join(',', map { $_ // '-' } @{ $r->{ext_ttls} }[ 0 .. $r->{steps} - 1 ]),
+			$r->{honest} ? 'honest' : 'DISHONEST', $r->{margin_ms} // 100);
+		$s .= sprintf(
+			"   extends %d: false %d, 08006 %d, other errors %d; holders that gave up"
+			  . " early %d; steps worked %d\n",
+			$r->{extends}, $r->{extend_false}, $r->{extend_errors},
+			$r->{extend_other_errors}, $r->{gave_up}, $r->{steps_done});
+	}
+	if (@{ $r->{gave_up_rows} // [] })
+	{
+		$s .= "   gave up: "
+		  . join(', ', map { "$_ x $r->{gave_up_why}{$_}" } sort keys %{ $r->{gave_up_why} })
+		  . "\n";
+		my $n = @{ $r->{gave_up_rows} } < 5 ? @{ $r->{gave_up_rows} } : 5;
+		for my $g (@{ $r->{gave_up_rows} }[ 0 .. $n - 1 ])
+		{
+			my $last = _last_event($r->{events}, $g->[0]);
+			$s .= sprintf("     +%.3f s %s: pid %s gave up (%s) %s ms after acquiring%s\n",
+				$g->[0], $g->[1], $g->[2], $g->[4], $g->[5],
+				$last ? sprintf('; last fault +%.3f s %s', @$last[ 0, 1 ]) : '');
+		}
+	}
+	$s .= "   clients idle $r->{idle_ms} ms between attempts\n" if $r->{idle_ms};
+	$s .= "   client settings: @{ $r->{pgoptions} }\n" if @{ $r->{pgoptions} // [] };
+	$s .= "   fault counts: "
+	  . join(', ', map { "$_ x $r->{fault_counts}{$_}" } sort keys %{ $r->{fault_counts} })
+	  . "\n"
+	  if %{ $r->{fault_counts} // {} };
 	$s .= "   pgbench exit status $r->{pgbench_rc}\n";
 	for my $w (sort { $r->{warnings}{$b} <=> $r->{warnings}{$a} } keys %{ $r->{warnings} })
 	{
@@ -632,6 +1021,8 @@ package Checker::Faults;
 use strict;
 use warnings;
 
+use IO::Select;
+use IO::Socket::INET;
 use Test::More ();
 use Time::HiRes qw(time sleep);
 
@@ -645,8 +1036,12 @@ sub new
 		down => {},
 		stopped => {},
 		slow => '',
+		counts => {},
+		servers_label => $o{servers} ? _servers_label(@{ $o{servers} }) : '',
 	}, $class;
 }
+
+sub _servers_label { return 'servers ' . join(',', @_); }
 
 # Seconds since the start of the run.
 sub now
@@ -677,7 +1072,9 @@ sub _state
 	push @parts, scalar(@down) . ' killed' if @down;
 	push @parts, scalar(@stopped) . ' stopped' if @stopped;
 	push @parts, $self->{slow} if $self->{slow};
-	return @parts ? join(' + ', @parts) : 'all up';
+	my $state = @parts ? join(' + ', @parts) : 'all up';
+	$state = "$self->{servers_label}: $state" if $self->{servers_label};
+	return $state;
 }
 
 # Logs TEXT at time T (seconds since start, default now) with the state after it.
@@ -710,6 +1107,11 @@ sub start
 {
 	my ($self, @i) = @_;
 	$self->{redis}->restart($_) for @i;
+	for my $i (@i)
+	{
+		my $conf = $self->{redis_config} // {};
+		$self->{redis}->redis_cli($i, 'CONFIG', 'SET', $_, $conf->{$_}) for sort keys %$conf;
+	}
 	delete $self->{down}{$_} for @i;
 	$self->_mark('master ' . _list(@i) . ' up again');
 	return;
@@ -746,6 +1148,62 @@ sub delay
 	return;
 }
 
+# Points redlock.servers at masters I... (ALTER SYSTEM + pg_reload_conf()), logged once a
+# new session sees it.  Backends take it in between two commands.
+sub servers
+{
+	my ($self, @i) = @_;
+	Checker::set_servers($self->{node}, Checker::servers_of($self->{redis}, @i));
+	$self->{servers_label} = _servers_label(@i);
+	$self->{counts}{'server list changes'}++;
+	$self->_mark('redlock.servers = masters ' . _list(@i));
+	return;
+}
+
+# One pg_reload_conf() (the configuration files unchanged).
+sub reload
+{
+	my ($self) = @_;
+	$self->{psql} //= $self->{node}->background_psql('postgres');
+	$self->{psql}->query_safe('SELECT pg_reload_conf()');
+	$self->{counts}{'pg_reload_conf()'}++;
+	return;
+}
+
+# Sends one Redis command to master I over a fresh connection, waiting at most 0.5 s for
+# its reply; skips a master that is killed or stopped.  Returns the reply line or undef.
+sub redis
+{
+	my ($self, $i, @args) = @_;
+	return undef if $self->{down}{$i} || $self->{stopped}{$i};
+	my $port = ($self->{redis}->ports)[$i];
+	my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+		Proto => 'tcp', Timeout => 0.5) or return undef;
+	my $cmd = '*' . @args . "\r\n" . join('', map { '$' . length($_) . "\r\n$_\r\n" } @args);
+	print $sock $cmd;
+	my $sel = IO::Select->new($sock);
+	my $reply;
+	$reply = <$sock> if $sel->can_read(0.5);
+	close $sock;
+	$self->{counts}{ join(' ', @args) }++ if defined $reply;
+	return $reply;
+}
+
+# Calls CODE every PERIOD seconds until T seconds after the start (or the end of the run).
+sub every
+{
+	my ($self, $period, $t, $code) = @_;
+	$t = $self->{seconds} if $t > $self->{seconds};
+	while ($self->now + $period < $t)
+	{
+		my $next = $self->now + $period;
+		$code->();
+		$self->at($next);
+	}
+	$self->at($t);
+	return;
+}
+
 # Puts everything back: masters continued and started, proxies without delay.
 sub heal
 {
@@ -753,6 +1211,11 @@ sub heal
 	$self->cont(sort keys %{ $self->{stopped} }) if %{ $self->{stopped} };
 	$self->start(sort keys %{ $self->{down} }) if %{ $self->{down} };
 	$self->delay(0, 0) if $self->{slow};
+	if ($self->{psql})
+	{
+		$self->{psql}->quit;
+		delete $self->{psql};
+	}
 	return;
 }
 

@@ -3,6 +3,10 @@
 #
 #   perl long.pl [--seconds N] [SCENARIO ...]     (default: every scenario, 20 s each)
 #
+# The scenarios of issue 7 (extend, server-list changes, SCRIPT FLUSH, idle timeout,
+# reloads) come after the original ones; idle-timeout must also show no 08006, and
+# reload-loop no holder that found its lock lost.
+#
 # Runs each scenario against 5 plain masters or 5 with appendfsync always, prints the
 # details of each run, then one table of figures.  TAP output: each scenario must show
 # zero violations, each negative control more than zero.
@@ -26,7 +30,8 @@ GetOptions('seconds=i' => \$seconds) or die "usage: $0 [--seconds N] [SCENARIO .
 my @names = @ARGV
   ? @ARGV
   : qw(baseline kill-minority-delayed sigstop latency kill-minority-aof kill-majority-aof
-  unsafe-majority-restart unsafe-short-ttl);
+  unsafe-majority-restart unsafe-short-ttl extend-shorter extend-longer unsafe-extend-ignored
+  servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew);
 
 my %masters = (
 	plain => RedisMasters->new(5),
@@ -54,6 +59,9 @@ for my $name (@names)
 	{
 		is($r->{violations}, 0, "$name: no violation");
 	}
+	is($r->{unavailable}, 0, "$name: no 08006 (a majority of masters was always up)")
+	  if $r->{expect_no_08006};
+	is($r->{gave_up}, 0, "$name: no holder found its lock lost") if $r->{expect_no_gave_up};
 }
 
 print $out "\n", Checker::table_header();
