@@ -3,7 +3,7 @@
  * redlock.h
  *	  Shared types and the functions each layer of redlock offers the one above.
  *
- * Layers, top to bottom (../shared/DESIGN.md): SQL functions (sql.c) and transaction
+ * Layers, top to bottom: SQL functions (sql.c) and transaction
  * hooks (xact.c) -> lock table (locktable.c) -> quorum protocol (quorum.c) -> node
  * connections (node.c) -> configuration (guc.c, servers.c).  Each layer calls only the
  * one below it; the clock (clock.c) is a leaf any of them reads.  Times are
