@@ -303,6 +303,32 @@ my $exit_secs = time - $t0;
 cmp_ok($exit_secs, '<', 3, sprintf('exit with 40 locks and a frozen master took %.2f s', $exit_secs));
 $redis->cont(4);
 
+# --- 7. an ERROR after the commit point is a WARNING, not a PANIC ---
+# The backend may open no more files (prlimit), and a master's connection closes, so the
+# cleanup after COMMIT must rebuild its wait set: epoll_create fails with EMFILE there.
+
+my $f = $node->background_psql('postgres', on_error_stop => 0);
+sql($f, "\\set VERBOSITY verbose");
+($out) = sql($f, "SELECT pg_backend_pid()");
+my $pid = $out;
+# A transaction with an xid (the PANIC needs one), whose WAL file and table are already
+# open in this backend, so that only our cleanup needs a new descriptor.
+sql($f, "CREATE TABLE after_commit (i int); INSERT INTO after_commit VALUES (0);");
+($out) = sql($f, "BEGIN; INSERT INTO after_commit VALUES (1);"
+	  . " SELECT redlock_xact_acquire('after-commit', 30000);");
+is($out, 't', 'after commit: a transaction lock in a writing transaction');
+# A descriptor's number must be below the limit: 3 refuses every new one.
+system('prlimit', "--pid=$pid", "--nofile=3:") == 0 or die "prlimit failed";
+$redis->kill9(0);
+($out, $err) = sql($f, "COMMIT");
+like($err, qr/WARNING:.*could not release redlock locks after commit/,
+	'after commit: the failure is reported as a WARNING');
+unlike($err, qr/PANIC|cannot abort transaction/, 'after commit: no PANIC');
+($out) = $node->safe_psql('postgres', 'SELECT count(*) FROM after_commit');
+is($out, '2', 'after commit: the server still serves, and the transaction committed');
+$f->quit;
+$redis->restart(0);
+
 $s->quit;
 $o->quit;
 RedisMasters::no_crash($node);
