@@ -10,6 +10,7 @@
 #   $redis->holding('k', 5);                     # masters holding k, polled until 5
 #   $redis->no_keys_left;                        # a test: DBSIZE is 0 everywhere
 #   my @c = $redis->script_calls; ...; $redis->wait_scripts(\@c);   # every master ran it
+#   my @c = $redis->calls('set'); ...; $redis->wait_calls(\@c, 'set');
 #
 # Sessions: session($node) is a psql of our own (RedisMasters::Session, below), with
 # verbose errors so that SQLSTATEs show; sql($session, $query) runs a query there and
@@ -216,18 +217,21 @@ sub no_keys_left
 		$what // 'no keys left on any master');
 }
 
-# Scripts (EVAL, EVALSHA, including refused ones) each master has run so far: a list.
-# Compare with wait_scripts to know that every master has processed a release or extend
-# (whatever its result), before checking that it left someone else's key alone.
-sub script_calls
+# Calls of the commands CMDS (lower case; default the script commands EVAL and EVALSHA)
+# that each master has processed so far, including refused ones: a list.  Compare with
+# wait_calls to know that every master has processed a request (whatever its result)
+# before checking that it left someone else's key alone.
+sub calls
 {
-	my ($self) = @_;
+	my ($self, @cmds) = @_;
+	@cmds = qw(eval evalsha eval_ro evalsha_ro) unless @cmds;
+	my $names = join('|', map { quotemeta } @cmds);
 	my @n;
 	for my $i (0 .. $self->count - 1)
 	{
 		my $info = $self->redis_cli($i, 'INFO', 'commandstats');
 		my $n = 0;
-		while ($info =~ /^cmdstat_(?:eval|evalsha|eval_ro|evalsha_ro):calls=(\d+)(?:.*?rejected_calls=(\d+))?/mg)
+		while ($info =~ /^cmdstat_(?:$names):calls=(\d+)(?:.*?rejected_calls=(\d+))?/mg)
 		{
 			$n += $1 + ($2 // 0);
 		}
@@ -236,21 +240,25 @@ sub script_calls
 	return @n;
 }
 
-# Waits up to SECONDS (default 10) until every master has run more scripts than in BEFORE
-# (a list from script_calls); true when they all have.
-sub wait_scripts
+# Waits up to 10 s until every master has processed more calls of CMDS (as for calls)
+# than in BEFORE (a list from calls); true when they all have.
+sub wait_calls
 {
-	my ($self, $before, $seconds) = @_;
+	my ($self, $before, @cmds) = @_;
 	my @now;
 	my $ok = wait_until(
-		$seconds // 10,
+		10,
 		sub {
-			@now = $self->script_calls;
+			@now = $self->calls(@cmds);
 			return !grep { $now[$_] <= $before->[$_] } 0 .. $#now;
 		});
-	note "scripts run per master: before @$before, now @now";
+	note "calls of @{[ @cmds ? \"@cmds\" : 'scripts' ]} per master: before @$before, now @now";
 	return $ok;
 }
+
+# The same for the release and extend scripts.
+sub script_calls { my ($self) = @_; return $self->calls; }
+sub wait_scripts { my ($self, $before) = @_; return $self->wait_calls($before); }
 
 # Polls the outputs of a redis-cli command on every master until CODE, given the list of
 # outputs, returns true, or SECONDS pass; returns the last outputs.
