@@ -21,13 +21,15 @@ SELECT resource, key, scope, session_holds, xact_holds, ttl_ms, nodes >= 3 AS qu
 SELECT other($$SELECT redlock_acquire('regress-a')$$);
 SELECT other($$SELECT redlock_release('regress-a')$$);
 
--- Re-acquiring stacks a hold and sets the new TTL.
-SELECT redlock_acquire('regress-a', 20000);
-SELECT session_holds, ttl_ms, validity_ms <= 20000 AS refreshed FROM redlock_locks();
+-- Re-acquiring stacks a hold and sets the new TTL (a longer one: a re-acquire that asks
+-- for less than the TTL still held may leave the longer one in place).
+SELECT redlock_acquire('regress-a', 40000);
+SELECT session_holds, ttl_ms, validity_ms > 30000 AS refreshed FROM redlock_locks();
 
--- Extend with a TTL, then with NULL (the TTL held).
-SELECT redlock_extend('regress-a', 40000);
-SELECT ttl_ms, validity_ms > 30000 AS extended FROM redlock_locks();
+-- Extend with a TTL, then with NULL: the TTL last set on the masters (by the acquire, a
+-- re-acquire or an extend), here the extend's 50000.
+SELECT redlock_extend('regress-a', 50000);
+SELECT ttl_ms, validity_ms > 40000 AS extended FROM redlock_locks();
 SELECT redlock_extend('regress-a');
 SELECT ttl_ms FROM redlock_locks();
 
