@@ -25,9 +25,11 @@ is($err, '', 'no error or warning on acquire');
 is($redis->holding('contended', 5), 5, 'all 5 masters hold the key');
 
 my $token = $redis->redis_cli(0, 'GET', 'contended');
+my @before = $redis->calls('set');
 ($out, $err) = sql($s2, "SELECT redlock_acquire('contended', 60000)");
 is($out, 'f', 'second session gets false while the lock is held');
 is($err, '', 'losing is not an error');
+ok($redis->wait_calls(\@before, 'set'), "every master has processed the loser's SET");
 is(join(',', $redis->redis_all('GET', 'contended')), join(',', ($token) x 5),
 	'the loser did not overwrite the token on any master');
 ($out) = sql($s2, "SELECT count(*) FROM redlock_locks()");
