@@ -100,12 +100,16 @@ COMMIT;
 SELECT scope, session_holds, xact_holds FROM redlock_locks();
 SELECT redlock_release('regress-t');
 
--- A transaction-scoped lock whose validity ran out makes the commit fail.
+-- A transaction-scoped lock whose validity ran out makes the commit fail.  (Warnings off:
+-- the abort's release warns too, and psql may print that WARNING before or after the
+-- ERROR.)
+SET client_min_messages = error;
 BEGIN;
 SELECT redlock_xact_acquire('regress-short', 500);
 SELECT pg_sleep(0.7);
 COMMIT;
 \echo :LAST_ERROR_SQLSTATE
+RESET client_min_messages;
 SELECT count(*) FROM redlock_locks();
 
 -- A session lock whose validity ran out: release warns, extend says lost.
