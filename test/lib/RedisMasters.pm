@@ -420,15 +420,20 @@ sub session
 }
 
 # Runs QUERY in SESSION; returns (stdout, stderr, seconds), stderr holding what this
-# query printed only.  A PostgreSQL::Test::BackgroundPsql session (010 uses one) keeps
-# its stderr to itself: the second value is then only "1" when the query wrote to stderr.
+# query printed only.  Legacy: the files that still use PostgreSQL::Test::BackgroundPsql
+# sessions (010, and files on other branches) get the same, read from that class's
+# stderr buffer, which it has no accessor for; use session() in new tests.
 sub sql
 {
 	my ($session, $query) = @_;
 	return $session->query($query) if $session->isa('RedisMasters::Session');
+	$session->{stderr} = '';
 	my $t0 = time;
-	my ($out, $ret) = $session->query($query);
-	return ($out, $ret ? '1' : '', time - $t0);
+	my ($out) = $session->query($query);
+	my $secs = time - $t0;
+	my $err = $session->{stderr};
+	$session->{stderr} = '';
+	return ($out, $err, $secs);
 }
 
 # Runs QUERY in a new psql on NODE (errors do not stop it); returns (stdout, stderr,
