@@ -7,9 +7,10 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 SHLIB_LINK = -lhiredis
 PGFILEDESC = "redlock - Redlock distributed locks on independent Redis masters"
 
-# pg_regress suites: sql/NAME.sql against expected/NAME.out.  They need the Redis masters
-# that test/run starts and names in the server's redlock.servers.
-REGRESS = acquire scopes bad_input privileges observability
+# pg_regress suites: every sql/NAME.sql but the install scripts, against expected/NAME.out,
+# in alphabetical order (each file creates what it uses, so the order does not matter).
+# They need the Redis masters that test/run starts and names in redlock.servers.
+REGRESS = $(sort $(filter-out redlock--%,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --load-extension=redlock
 
 EXTRA_CLEAN = results regression.diffs regression.out tmp_check

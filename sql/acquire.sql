@@ -1,6 +1,9 @@
 -- Acquire, stack, extend and release on the five masters of the test harness.
 -- A second session, reached through dblink, plays the other client.
-CREATE EXTENSION dblink;
+-- (Each file creates what it uses, so that the files do not depend on their order.)
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dblink;
+RESET client_min_messages;
 SELECT dblink_connect('other',
        format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
               split_part(current_setting('unix_socket_directories'), ',', 1)));
@@ -18,14 +21,15 @@ SELECT resource, key, scope, session_holds, xact_holds, ttl_ms, nodes >= 3 AS qu
 SELECT other($$SELECT redlock_acquire('regress-a')$$);
 SELECT other($$SELECT redlock_release('regress-a')$$);
 
--- Re-acquiring stacks a hold; a shorter TTL does not shorten the lock (a rollback
--- could not undo that), so the TTL stays 30000.
-SELECT redlock_acquire('regress-a', 20000);
-SELECT session_holds, ttl_ms, validity_ms <= 20000 AS refreshed FROM redlock_locks();
+-- Re-acquiring stacks a hold and sets the new TTL (a longer one: a re-acquire that asks
+-- for less than the TTL still held may leave the longer one in place).
+SELECT redlock_acquire('regress-a', 40000);
+SELECT session_holds, ttl_ms, validity_ms > 30000 AS refreshed FROM redlock_locks();
 
--- Extend with a TTL, then with NULL (the TTL held).
-SELECT redlock_extend('regress-a', 40000);
-SELECT ttl_ms, validity_ms > 30000 AS extended FROM redlock_locks();
+-- Extend with a TTL, then with NULL: the TTL last set on the masters (by the acquire, a
+-- re-acquire or an extend), here the extend's 50000.
+SELECT redlock_extend('regress-a', 50000);
+SELECT ttl_ms, validity_ms > 40000 AS extended FROM redlock_locks();
 SELECT redlock_extend('regress-a');
 SELECT ttl_ms FROM redlock_locks();
 

@@ -15,7 +15,7 @@ END
 $$;
 
 -- Arguments: NULL (22004); empty or too long resource, TTL <= 0 or over one day, and
--- negative wait (22023).  A resource of exactly 1024 bytes is allowed.
+-- negative wait (22023).
 SELECT command, try(command) AS outcome
   FROM (VALUES
     ($$SELECT redlock_acquire(NULL)$$),
@@ -37,10 +37,14 @@ SELECT command, try(command) AS outcome
     ($$SELECT redlock_extend(NULL)$$),
     ($$SELECT redlock_extend('')$$),
     ($$SELECT redlock_extend('r', 0)$$),
-    ($$SELECT redlock_extend('r', 86400001)$$),
-    ($$SELECT redlock_acquire(repeat('x', 1024), 1000)$$),
-    ($$SELECT redlock_release(repeat('x', 1024))$$)
+    ($$SELECT redlock_extend('r', 86400001)$$)
   ) AS t(command);
+
+-- A resource of exactly 1024 bytes is allowed: acquired and released.
+SELECT redlock_acquire(repeat('x', 1024), 1000) AS acquired,
+       redlock_release(repeat('x', 1024)) AS released;
+SELECT redlock_acquire(repeat('é', 512), 1000) AS acquired,
+       redlock_release(repeat('é', 512)) AS released;
 
 -- redlock.servers: the bad item is named (22023).  Good lists are accepted.
 SELECT command, try(command) AS outcome
@@ -72,7 +76,9 @@ SELECT command, try(command) AS outcome
 -- No servers configured: taking a lock fails (22023) with a hint.
 SET redlock.servers = '';
 SELECT redlock_acquire('r');
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_xact_acquire('r');
+\echo :LAST_ERROR_SQLSTATE
 RESET redlock.servers;
 
 -- Other settings out of range (22023), and unknown names under the prefix (42602).

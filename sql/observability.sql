@@ -1,4 +1,5 @@
--- Version 1.1: the upgrade path, per-node figures and counters.
+-- Version 1.1: the upgrade path, per-node figures and counters.  Locks meant to run out
+-- get a 500 ms TTL and 0.7 s of sleep: room for a loaded machine to acquire them first.
 
 -- 1.0 installs and updates to 1.1.
 DROP EXTENSION redlock;
@@ -11,6 +12,20 @@ SELECT p.proname, has_function_privilege('public', p.oid, 'execute') AS public_m
   JOIN pg_extension e ON d.refobjid = e.oid AND e.extname = 'redlock'
  ORDER BY 1;
 
+-- The backends of earlier files (which may release locks as they exit, counted in the
+-- cluster's counters) are gone before the counters below are reset.
+DO $$
+BEGIN
+  FOR i IN 1 .. 200 LOOP
+    EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity
+                           WHERE backend_type = 'client backend' AND pid <> pg_backend_pid());
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END
+$$;
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dblink;
+RESET client_min_messages;
 SELECT dblink_connect('other',
        format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
               split_part(current_setting('unix_socket_directories'), ',', 1)));
@@ -19,7 +34,8 @@ AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
 
 -- Counters: this backend's, or the cluster's when the library is preloaded.  Only this
 -- backend takes locks between the reset and the last look, so the figures are the same
--- either way: the other session takes its lock before and lets go after.
+-- either way: the other session takes its lock before and lets go after, and the
+-- backends of earlier files were waited for above.  test/run runs the suites both ways.
 SELECT other($$SELECT redlock_acquire('regress-s-busy')$$);
 SELECT redlock_stats_reset();
 SELECT scope = CASE WHEN current_setting('shared_preload_libraries') ~ 'redlock'
@@ -34,11 +50,11 @@ SELECT redlock_extend('regress-s', 20000);       -- extended
 SELECT redlock_release('regress-s');
 SELECT redlock_release('regress-s');             -- released
 SELECT redlock_acquire('regress-s-busy');        -- attempt, busy
-SELECT redlock_acquire('regress-s', 50);         -- attempt, acquired
-SELECT pg_sleep(0.2);
+SELECT redlock_acquire('regress-s', 500);         -- attempt, acquired
+SELECT pg_sleep(0.7);
 SELECT redlock_release('regress-s');             -- released, after expiry
-SELECT redlock_acquire('regress-s', 50);         -- attempt, acquired
-SELECT pg_sleep(0.2);
+SELECT redlock_acquire('regress-s', 500);         -- attempt, acquired
+SELECT pg_sleep(0.7);
 SELECT redlock_extend('regress-s');              -- extend lost, released after expiry
 SELECT attempts, acquired, busy, unavailable, released, released_after_expiry,
        extended, extend_lost,

@@ -1,4 +1,9 @@
--- Transaction scope, and what commit, rollback and savepoints do to holds.
+-- Transaction scope, and what commit, rollback and savepoints do to holds.  Locks meant
+-- to run out get a 500 ms TTL and 0.7 s of sleep: room for a loaded machine to acquire
+-- them first.  Errors are followed by their SQLSTATE (psql's LAST_ERROR_SQLSTATE).
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dblink;
+RESET client_min_messages;
 SELECT dblink_connect('other',
        format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
               split_part(current_setting('unix_socket_directories'), ',', 1)));
@@ -95,24 +100,29 @@ COMMIT;
 SELECT scope, session_holds, xact_holds FROM redlock_locks();
 SELECT redlock_release('regress-t');
 
--- A transaction-scoped lock whose validity ran out makes the commit fail.
+-- A transaction-scoped lock whose validity ran out makes the commit fail.  (Warnings off:
+-- the abort's release warns too, and psql may print that WARNING before or after the
+-- ERROR.)
+SET client_min_messages = error;
 BEGIN;
-SELECT redlock_xact_acquire('regress-short', 50);
-SELECT pg_sleep(0.2);
+SELECT redlock_xact_acquire('regress-short', 500);
+SELECT pg_sleep(0.7);
 COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+RESET client_min_messages;
 SELECT count(*) FROM redlock_locks();
 
 -- A session lock whose validity ran out: release warns, extend says lost.
-SELECT redlock_acquire('regress-short', 50);
-SELECT pg_sleep(0.2);
+SELECT redlock_acquire('regress-short', 500);
+SELECT pg_sleep(0.7);
 SELECT redlock_release('regress-short');
-SELECT redlock_acquire('regress-short', 50);
-SELECT pg_sleep(0.2);
+SELECT redlock_acquire('regress-short', 500);
+SELECT pg_sleep(0.7);
 SELECT redlock_extend('regress-short');
 SELECT count(*) FROM redlock_locks();
 -- Re-acquiring one that was lost warns and takes it afresh, keeping its hold.
-SELECT redlock_acquire('regress-short', 50);
-SELECT pg_sleep(0.2);
+SELECT redlock_acquire('regress-short', 500);
+SELECT pg_sleep(0.7);
 SELECT redlock_acquire('regress-short', 30000);
 SELECT session_holds, ttl_ms FROM redlock_locks();
 SELECT redlock_release('regress-short');
@@ -120,16 +130,17 @@ SELECT redlock_release('regress-short');
 
 -- An extension that finds the lock lost makes the transaction's commit fail.
 BEGIN;
-SELECT redlock_xact_acquire('regress-short', 50);
-SELECT pg_sleep(0.2);
+SELECT redlock_xact_acquire('regress-short', 500);
+SELECT pg_sleep(0.7);
 SELECT redlock_extend('regress-short', 30000);
 COMMIT;
+\echo :LAST_ERROR_SQLSTATE
 
 -- Re-acquiring a lost lock at transaction scope takes it afresh, keeping the session
 -- hold: the commit stands when no earlier transaction-scoped hold was lost ...
 BEGIN;
-SELECT redlock_acquire('regress-short', 50);
-SELECT pg_sleep(0.2);
+SELECT redlock_acquire('regress-short', 500);
+SELECT pg_sleep(0.7);
 SELECT redlock_xact_acquire('regress-short', 30000);
 SELECT scope, session_holds, xact_holds FROM redlock_locks();
 COMMIT;
@@ -138,16 +149,18 @@ SELECT redlock_release('regress-short');
 SELECT count(*) FROM redlock_locks();
 -- ... and fails when work already ran under a transaction-scoped hold that was lost.
 BEGIN;
-SELECT redlock_xact_acquire('regress-short', 50);
-SELECT pg_sleep(0.2);
+SELECT redlock_xact_acquire('regress-short', 500);
+SELECT pg_sleep(0.7);
 SELECT redlock_xact_acquire('regress-short', 30000);
 COMMIT;
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM redlock_locks();
 
 -- Locks do not survive into a prepared transaction.
 BEGIN;
 SELECT redlock_acquire('regress-prep');
 PREPARE TRANSACTION 'regress-prep';
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM redlock_locks();
 
 SELECT dblink_disconnect('other');

@@ -2,13 +2,21 @@
 #
 #   my $redis = RedisMasters->new(5);            # 5 masters on free ports, under tmp_check
 #   RedisMasters->new(5, redis_args => ['--appendonly', 'yes', '--appendfsync', 'always']);
-#   my $node  = RedisMasters::redlock_node('main', $redis);   # started, extension created
+#   my $node  = RedisMasters::redlock_node('main', $redis, $RedisMasters::ROOMY_CONF);
 #   $redis->redis_cli(0, 'PTTL', 'k');           # output of redis-cli, chomped
+#   $redis->auth($pw);                           # redis-cli authenticates from now on
 #   $redis->kill9(1); $redis->stop(2); $redis->cont(2); $redis->restart(1);
+#   $redis->freeze_for(4, 300);                  # SIGSTOP now, SIGCONT in 300 ms
+#   $redis->holding('k', 5);                     # masters holding k, polled until 5
+#   $redis->no_keys_left;                        # a test: DBSIZE is 0 everywhere
+#   my @c = $redis->script_calls; ...; $redis->wait_scripts(\@c);   # every master ran it
+#   my @c = $redis->calls('set'); ...; $redis->wait_calls(\@c, 'set');
 #
-# Session helpers (exported): sql($session, $query) runs a query in a BackgroundPsql
-# session and returns (stdout, stderr, seconds) with this query's stderr only;
-# timed_psql($node, $query) does the same in a new psql.
+# Sessions: session($node) is a psql of our own (RedisMasters::Session, below), with
+# verbose errors so that SQLSTATEs show; sql($session, $query) runs a query there and
+# returns (stdout, stderr, seconds) with this query's stderr only; $session->start($query)
+# sends one without waiting and $session->finish collects it.  timed_psql($node, $query)
+# does the same in a new psql.
 #
 # Masters are stopped by PID in stop_all, which DESTROY and END call too.
 
@@ -20,16 +28,23 @@ use warnings;
 use Exporter 'import';
 use File::Path qw(make_path);
 use IPC::Run;
+use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(sql timed_psql wait_until);
+our @EXPORT = qw(session sql timed_psql wait_until);
 
 my @all_masters;
 
 our $DEBUG_CONF = "log_min_messages = debug1\n";
+
+# Room for a loaded 2-core machine (five Redis processes, clusters, prove): README's
+# defaults (50 ms per request, 200 ms to connect) are for production latencies, and one
+# 50 ms stall of a Redis process would be a spurious 08006.  Tests that are about these
+# timeouts set their own.  (010's checker keeps the defaults on purpose.)
+our $ROOMY_CONF = "redlock.timeout = 1000ms\nredlock.connect_timeout = 2000ms\n";
 
 # Starts N masters (default 5) on free ports and waits until each answers PING.
 # Option redis_args: more redis-server arguments (they override the defaults, e.g. to
@@ -133,13 +148,30 @@ sub _wait_gone
 	return 0;
 }
 
+# PID of master I while it runs (undef once killed).
+sub pid
+{
+	my ($self, $i) = @_;
+	return $self->{pids}[$i];
+}
+
+# From now on, redis_cli authenticates with PASSWORD (after requirepass was set).
+sub auth
+{
+	my ($self, $password) = @_;
+	$self->{password} = $password;
+	return;
+}
+
 # Runs redis-cli against master I; returns its output (stdout and stderr), chomped.
 sub redis_cli
 {
 	my ($self, $i, @args) = @_;
 	my $port = $self->{ports}[$i];
 	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'redis-cli', '-h', '127.0.0.1', '-p', $port, @args ],
+	my @auth = defined $self->{password}
+	  ? ('--no-auth-warning', '-a', $self->{password}) : ();
+	IPC::Run::run([ 'redis-cli', '-h', '127.0.0.1', '-p', $port, @auth, @args ],
 		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(30));
 	$out .= $err;
 	chomp $out;
@@ -173,6 +205,60 @@ sub holding
 	  if $waited > 0.1;
 	return $n;
 }
+
+# A test: no key is left on any master (DBSIZE polled for up to 5 s, as the slower
+# masters may apply a release a moment after the call returned).
+sub no_keys_left
+{
+	my ($self, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my @n = $self->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'DBSIZE');
+	return is(join(',', @n), join(',', ('0') x $self->count),
+		$what // 'no keys left on any master');
+}
+
+# Calls of the commands CMDS (lower case; default the script commands EVAL and EVALSHA)
+# that each master has processed so far, including refused ones: a list.  Compare with
+# wait_calls to know that every master has processed a request (whatever its result)
+# before checking that it left someone else's key alone.
+sub calls
+{
+	my ($self, @cmds) = @_;
+	@cmds = qw(eval evalsha eval_ro evalsha_ro) unless @cmds;
+	my $names = join('|', map { quotemeta } @cmds);
+	my @n;
+	for my $i (0 .. $self->count - 1)
+	{
+		my $info = $self->redis_cli($i, 'INFO', 'commandstats');
+		my $n = 0;
+		while ($info =~ /^cmdstat_(?:$names):calls=(\d+)(?:.*?rejected_calls=(\d+))?/mg)
+		{
+			$n += $1 + ($2 // 0);
+		}
+		push @n, $n;
+	}
+	return @n;
+}
+
+# Waits up to 10 s until every master has processed more calls of CMDS (as for calls)
+# than in BEFORE (a list from calls); true when they all have.
+sub wait_calls
+{
+	my ($self, $before, @cmds) = @_;
+	my @now;
+	my $ok = wait_until(
+		10,
+		sub {
+			@now = $self->calls(@cmds);
+			return !grep { $now[$_] <= $before->[$_] } 0 .. $#now;
+		});
+	note "calls of @{[ @cmds ? \"@cmds\" : 'scripts' ]} per master: before @$before, now @now";
+	return $ok;
+}
+
+# The same for the release and extend scripts.
+sub script_calls { my ($self) = @_; return $self->calls; }
+sub wait_scripts { my ($self, $before) = @_; return $self->wait_calls($before); }
 
 # Polls the outputs of a redis-cli command on every master until CODE, given the list of
 # outputs, returns true, or SECONDS pass; returns the last outputs.
@@ -219,6 +305,23 @@ sub cont
 	note "SIGCONT Redis master $i (port $self->{ports}[$i], pid $pid)";
 	kill 'CONT', $pid;
 	return;
+}
+
+# Freezes master I now and resumes it after MS milliseconds, from a child process;
+# returns the child's PID (waitpid it).
+sub freeze_for
+{
+	my ($self, $i, $ms) = @_;
+	my $pid = $self->{pids}[$i] or die "Redis master $i is not running";
+	$self->stop($i);
+	my $child = fork() // die "fork: $!";
+	if ($child == 0)
+	{
+		usleep($ms * 1000);
+		kill 'CONT', $pid;
+		POSIX::_exit(0);
+	}
+	return $child;
 }
 
 # Kills master I if it runs, and starts it again on the same port (empty: no persistence).
@@ -308,11 +411,22 @@ sub no_crash
 	return;
 }
 
-# Runs QUERY in background psql SESSION; returns (stdout, stderr, seconds) where stderr
-# holds what this query printed only (BackgroundPsql keeps stderr across queries).
+# A psql session of our own on NODE's database DBNAME (default postgres); see
+# RedisMasters::Session.  Options: extra_params (more psql arguments, e.g. -U).
+sub session
+{
+	my ($node, $dbname, %opts) = @_;
+	return RedisMasters::Session->new($node, $dbname // 'postgres', %opts);
+}
+
+# Runs QUERY in SESSION; returns (stdout, stderr, seconds), stderr holding what this
+# query printed only.  Legacy: the files that still use PostgreSQL::Test::BackgroundPsql
+# sessions (010, and files on other branches) get the same, read from that class's
+# stderr buffer, which it has no accessor for; use session() in new tests.
 sub sql
 {
 	my ($session, $query) = @_;
+	return $session->query($query) if $session->isa('RedisMasters::Session');
 	$session->{stderr} = '';
 	my $t0 = time;
 	my ($out) = $session->query($query);
@@ -345,6 +459,105 @@ sub wait_until
 		return $r if $r || time > $deadline;
 		usleep(50_000);
 	}
+}
+
+# --- RedisMasters::Session: psql -XAtq -f - driven through IPC::Run, with our own
+# buffers, so that each query's stdout and stderr can be told apart without reaching into
+# PostgreSQL::Test::BackgroundPsql.  Each query is followed by a banner printed to both
+# streams; what came before the banners is that query's output.
+
+package RedisMasters::Session;
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use Test::More;
+use Time::HiRes qw(time);
+
+sub new
+{
+	my ($class, $node, $dbname, %opts) = @_;
+	my $self = bless { in => '', out => '', err => '', n => 0, pending => undef }, $class;
+	$self->{timer} = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
+	$self->{run} = IPC::Run::start(
+		[
+			'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=0',
+			'-d', $node->connstr($dbname), @{ $opts{extra_params} // [] }, '-f', '-'
+		],
+		'<', \$self->{in}, '>', \$self->{out}, '2>', \$self->{err}, $self->{timer});
+	$self->query('\set VERBOSITY verbose');
+	return $self;
+}
+
+# Sends QUERY without waiting for it (psql has read it when this returns).
+sub start
+{
+	my ($self, $query) = @_;
+	die "a query is still running in this session" if defined $self->{pending};
+	my $n = ++$self->{n};
+	$self->{pending} = { banner => "rm-session-banner-$n", t0 => time };
+	note "session query $n: $query";
+	$self->{in} .= "$query\n;\n\\echo rm-session-banner-$n\n\\warn rm-session-banner-$n\n";
+	$self->{timer}->start($PostgreSQL::Test::Utils::timeout_default);
+	$self->{run}->pump_nb while length $self->{in} && !$self->{timer}->is_expired;
+	return;
+}
+
+# Waits for the query sent by start; returns (stdout, stderr, seconds since start).
+sub finish
+{
+	my ($self) = @_;
+	my $p = $self->{pending} or die "no query running in this session";
+	my $banner = qr/(?:\r?\n)?$p->{banner}\r?\n/;
+	$self->{run}->pump
+	  until ($self->{out} =~ $banner && $self->{err} =~ $banner)
+	  || $self->{timer}->is_expired;
+	die "psql session: query timed out" if $self->{timer}->is_expired;
+	my $secs = time - $p->{t0};
+	my ($out) = $self->{out} =~ /^(.*?)$banner/s;
+	my ($err) = $self->{err} =~ /^(.*?)$banner/s;
+	$self->{out} =~ s/^.*?$banner//s;
+	$self->{err} =~ s/^.*?$banner//s;
+	$self->{pending} = undef;
+	chomp $err;
+	note "session result: stdout <<$out>> stderr <<$err>>" if $out ne '' || $err ne '';
+	return ($out, $err, $secs);
+}
+
+# Runs QUERY; returns (stdout, stderr, seconds).
+sub query
+{
+	my ($self, $query) = @_;
+	$self->start($query);
+	return $self->finish;
+}
+
+# This session's backend PID.
+sub pid
+{
+	my ($self) = @_;
+	($self->{pid}) = $self->query('SELECT pg_backend_pid()') unless $self->{pid};
+	return $self->{pid};
+}
+
+# Ends psql (and so its backend).
+sub quit
+{
+	my ($self) = @_;
+	return unless $self->{run};
+	$self->{in} .= "\\q\n";
+	$self->{timer}->start(30);
+	eval { $self->{run}->finish; };
+	$self->{run} = undef;
+	return;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($., $@, $!, $^E, $?);
+	$self->{run}->kill_kill if $self->{run};
 }
 
 1;

@@ -10,11 +10,15 @@
 #   rl_servers_guc           print the redlock.servers value naming the masters
 #   rl_kill_master I         SIGKILL master I (0-based)
 #   rl_start_cluster         initdb + start a cluster on port RL_PG_PORT (default 28432),
-#                            unix socket only, in RL_TMP/sock, redlock.servers set
+#                            unix socket only, in RL_TMP/sock, redlock.servers set, and
+#                            the lines of RL_PG_EXTRA_CONF (if set) appended
 #   rl_psql ARGS...          psql as postgres against the scratch cluster
 #   rl_stop_all              stop the cluster and every master, by PID
 #   rl_cleanup               rl_stop_all, then remove RL_TMP (the EXIT trap)
 #
+# When a server does not start, rl_start_masters and rl_start_cluster say why and exit;
+# with RL_START_RETURNS=1 they return non-zero instead (test/run records a FAIL and
+# still prints its summary).
 # Ports are checked before use: a port something already listens on is an error, with a
 # hint to choose others through the environment.  The defaults sit below Linux's ephemeral
 # range (32768-60999), where an outgoing connection could hold them.
@@ -37,6 +41,14 @@ rl_die()
 {
 	echo "servers: ERROR: $*" >&2
 	exit 1
+}
+
+# Says why a server did not start; exits, or returns 1 when RL_START_RETURNS=1.
+rl_error()
+{
+	echo "servers: ERROR: $*" >&2
+	[[ ${RL_START_RETURNS:-} == 1 ]] || exit 1
+	return 1
 }
 
 # Succeeds when nothing accepts TCP connections on 127.0.0.1:PORT.
@@ -116,12 +128,13 @@ rl_start_master()
 	port=$((RL_REDIS_BASE_PORT + i))
 	dir=$RL_TMP/redis$i
 	rl_port_free "$port" ||
-		rl_die "port $port is in use; choose other Redis ports with RL_REDIS_BASE_PORT=NNNN"
+		{ rl_error "port $port is in use; choose other Redis ports with RL_REDIS_BASE_PORT=NNNN"; return 1; }
 	mkdir -p "$dir"
+	RL_REDIS_DIRS[i]=$dir
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
 		--dir "$dir" ||
-		rl_die "redis-server on port $port did not start; see $dir/redis.log"
+		{ rl_error "redis-server on port $port did not start; see $dir/redis.log"; return 1; }
 	for ((j = 0; j < 100; j++)); do
 		if [[ $(redis-cli -h 127.0.0.1 -p "$port" PING 2>/dev/null) == PONG ]] &&
 			[[ -n $(rl_pid_of "$dir/redis.pid") ]]; then
@@ -132,7 +145,7 @@ rl_start_master()
 		sleep 0.1
 	done
 	cat "$dir/redis.log" >&2
-	rl_die "redis-server on port $port does not answer PING"
+	rl_error "redis-server on port $port does not answer PING"
 }
 
 # Starts N masters (default 5).
@@ -140,7 +153,7 @@ rl_start_masters()
 {
 	local n=${1:-5} i
 	for ((i = 0; i < n; i++)); do
-		rl_start_master "$i"
+		rl_start_master "$i" || return 1
 	done
 	rl_log "$n Redis masters up on ports ${RL_REDIS_PORTS[*]}"
 }
@@ -189,14 +202,14 @@ rl_start_cluster()
 {
 	local guc
 	rl_port_free "$RL_PG_PORT" ||
-		rl_die "port $RL_PG_PORT is in use; choose another PostgreSQL port with RL_PG_PORT=NNNN"
+		{ rl_error "port $RL_PG_PORT is in use; choose another PostgreSQL port with RL_PG_PORT=NNNN"; return 1; }
 	[[ -e /tmp/.s.PGSQL.$RL_PG_PORT ]] && rl_log "note: /tmp/.s.PGSQL.$RL_PG_PORT exists (another server?); ours uses its own socket dir"
 	RL_PG_DATA=$RL_TMP/pgdata
 	RL_PG_SOCK=$RL_TMP/sock
 	rl_as_postgres mkdir -p "$RL_PG_SOCK"
 	rl_as_postgres "$RL_PGBIN/initdb" -D "$RL_PG_DATA" -A trust -N -E UTF8 \
 		--locale=C --no-instructions >"$RL_TMP/initdb.log" 2>&1 ||
-		{ cat "$RL_TMP/initdb.log" >&2; rl_die "initdb failed"; }
+		{ cat "$RL_TMP/initdb.log" >&2; rl_error "initdb failed"; return 1; }
 	guc=$(rl_servers_guc)
 	cat >>"$RL_PG_DATA/postgresql.conf" <<-EOF
 
@@ -210,9 +223,10 @@ rl_start_cluster()
 		log_line_prefix = '%m [%p] '
 		redlock.servers = '$guc'
 	EOF
+	[[ -n ${RL_PG_EXTRA_CONF:-} ]] && printf '%s\n' "$RL_PG_EXTRA_CONF" >>"$RL_PG_DATA/postgresql.conf"
 	rl_as_postgres "$RL_PGBIN/pg_ctl" -D "$RL_PG_DATA" -l "$RL_TMP/postgresql.log" \
 		-w -t 60 start >/dev/null ||
-		{ cat "$RL_TMP/postgresql.log" >&2; rl_die "the scratch cluster did not start"; }
+		{ cat "$RL_TMP/postgresql.log" >&2; rl_error "the scratch cluster did not start"; return 1; }
 	export PGHOST=$RL_PG_SOCK PGPORT=$RL_PG_PORT
 	rl_log "PostgreSQL up: PGHOST=$RL_PG_SOCK PGPORT=$RL_PG_PORT, redlock.servers = '$guc'"
 }

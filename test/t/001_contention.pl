@@ -12,29 +12,24 @@ use Time::HiRes qw(time usleep);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('contention', $redis, $RedisMasters::DEBUG_CONF);
+my $node = RedisMasters::redlock_node('contention', $redis, $RedisMasters::ROOMY_CONF . $RedisMasters::DEBUG_CONF);
 
-my $s1 = $node->background_psql('postgres', on_error_stop => 0);
-my $s2 = $node->background_psql('postgres', on_error_stop => 0);
-
-# Number of masters where KEY exists, polled until it is EXPECT (see RedisMasters::holding).
-sub holders
-{
-	my ($key, $expect) = @_;
-	return $redis->holding($key, $expect);
-}
+my $s1 = session($node);
+my $s2 = session($node);
 
 # --- only one wins; the loser gets false, then wins after the release ---
 
 my ($out, $err) = sql($s1, "SELECT redlock_acquire('contended', 60000)");
 is($out, 't', 'first session acquires the lock');
 is($err, '', 'no error or warning on acquire');
-is(holders('contended', 5), 5, 'all 5 masters hold the key');
+is($redis->holding('contended', 5), 5, 'all 5 masters hold the key');
 
 my $token = $redis->redis_cli(0, 'GET', 'contended');
+my @before = $redis->calls('set');
 ($out, $err) = sql($s2, "SELECT redlock_acquire('contended', 60000)");
 is($out, 'f', 'second session gets false while the lock is held');
 is($err, '', 'losing is not an error');
+ok($redis->wait_calls(\@before, 'set'), "every master has processed the loser's SET");
 is(join(',', $redis->redis_all('GET', 'contended')), join(',', ($token) x 5),
 	'the loser did not overwrite the token on any master');
 ($out) = sql($s2, "SELECT count(*) FROM redlock_locks()");
@@ -48,7 +43,7 @@ is($out, 't', 'the holder releases one hold');
 is($out, 'f', 'still contended while one hold remains');
 ($out) = sql($s1, "SELECT redlock_release('contended')");
 is($out, 't', 'the holder releases its last hold');
-is(holders('contended', 0), 0, 'the key is gone from every master after the release');
+is($redis->holding('contended', 0), 0, 'the key is gone from every master after the release');
 
 ($out) = sql($s2, "SELECT redlock_acquire('contended', 60000)");
 is($out, 't', 'the second session wins after the release');
@@ -61,7 +56,7 @@ is($out, 't', 'second session releases');
 # (A fresh session that never released anything, so the exit path runs first.)
 
 eval { $s1->quit };
-my $t1 = $node->background_psql('postgres', on_error_stop => 0);
+my $t1 = session($node);
 ($out) = sql($t1, "SELECT redlock_acquire('terminated', 60000)");
 is($out, 't', 'holder acquires a lock with a 60 s TTL');
 my ($t1_pid) = sql($t1, "SELECT pg_backend_pid()");
@@ -70,7 +65,7 @@ is($out, 'f', 'contended before the holder is terminated');
 
 ($out) = sql($s2, "SELECT pg_terminate_backend($t1_pid, 10000)");
 is($out, 't', 'holder backend terminated (and gone, waited for)');
-is(holders('terminated', 0), 0,
+is($redis->holding('terminated', 0), 0,
 	'the key is gone from every master as soon as the backend exited (TTL was 60 s)');
 ($out) = sql($s2, "SELECT redlock_acquire('terminated', 60000)");
 is($out, 't', 'the other session wins right after the holder was terminated');
@@ -80,7 +75,7 @@ eval { $t1->quit };
 
 # --- the holder's client disconnects: released at exit ---
 
-my $t2 = $node->background_psql('postgres', on_error_stop => 0);
+my $t2 = session($node);
 ($out) = sql($t2, "SELECT redlock_acquire('disconnected', 60000)");
 is($out, 't', 'holder acquires a lock with a 60 s TTL, then disconnects');
 my ($t2_pid) = sql($t2, "SELECT pg_backend_pid()");
@@ -92,7 +87,7 @@ ok( wait_until(
 				"SELECT count(*) FROM pg_stat_activity WHERE pid = $t2_pid") eq '0';
 		}),
 	'the holder backend exited');
-is(holders('disconnected', 0), 0, 'the key is gone from every master after the disconnect');
+is($redis->holding('disconnected', 0), 0, 'the key is gone from every master after the disconnect');
 ($out) = sql($s2, "SELECT redlock_acquire('disconnected', 60000)");
 is($out, 't', 'the other session wins right after the disconnect');
 sql($s2, "SELECT redlock_release_all()");
@@ -100,7 +95,7 @@ sql($s2, "SELECT redlock_release_all()");
 # --- the holder's backend is SIGKILLed: the keys stay until the TTL expires ---
 
 my $ttl_ms = 6000;
-my $s3 = $node->background_psql('postgres', on_error_stop => 0);
+my $s3 = session($node);
 my ($s3_pid) = sql($s3, "SELECT pg_backend_pid()");
 my $t0 = time;
 ($out) = sql($s3, "SELECT redlock_acquire('crashed', $ttl_ms)");
@@ -115,9 +110,9 @@ ok( wait_until(30, sub { $node->psql('postgres', 'SELECT 1') == 0 }),
 	'the server restarted its backends after the crash');
 eval { $s2->quit };
 eval { $s3->quit };
-is(holders('crashed', 5), 5, 'all 5 keys survive the SIGKILLed holder');
+is($redis->holding('crashed', 5), 5, 'all 5 keys survive the SIGKILLed holder');
 
-my $s4 = $node->background_psql('postgres', on_error_stop => 0);
+my $s4 = session($node);
 my $elapsed_ms = (time - $t0) * 1000;
 cmp_ok($elapsed_ms, '<', $ttl_ms - 1000,
 	'the server is back well before the TTL runs out (else this test proves nothing)');
@@ -136,7 +131,7 @@ wait_until(
 ok(defined $won_at, 'a new session acquires the lock once the TTL expired');
 cmp_ok(($won_at // $t0) - $t0, '>=', $ttl_ms / 1000 - 0.05,
 	'... and not before the TTL expired');
-is(holders('crashed', 5), 5, 'the new holder has the key on all masters');
+is($redis->holding('crashed', 5), 5, 'the new holder has the key on all masters');
 ($out) = sql($s4, "SELECT redlock_release('crashed')");
 is($out, 't', 'new holder releases');
 

@@ -1,5 +1,7 @@
 # What redlock writes into Redis, checked with redis-cli on every master: the key, its
-# 40-hex token, its PTTL; gone after release; PTTL raised by extend; key_prefix.
+# 40-hex token, its PTTL; gone after release; PTTL raised by extend, and extend(resource)
+# setting the TTL last set (by the acquire or an extend); someone else's token left alone
+# by extend and release (checked once every master has run the script); key_prefix.
 
 use strict;
 use warnings;
@@ -12,8 +14,8 @@ use Time::HiRes qw(usleep);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('keys', $redis, $RedisMasters::DEBUG_CONF);
-my $s = $node->background_psql('postgres', on_error_stop => 0);
+my $node = RedisMasters::redlock_node('keys', $redis, $RedisMasters::ROOMY_CONF . $RedisMasters::DEBUG_CONF);
+my $s = session($node);
 
 # Checks KEY on all masters: same 40-hex token everywhere, MIN_MS < PTTL <= MAX_MS.  Polls
 # for up to 3 s: a call returns once a majority decided, the other masters may apply the
@@ -42,13 +44,6 @@ sub check_key
 	return $tokens[0];
 }
 
-# Number of masters where KEY exists, polled until it is EXPECT (see RedisMasters::holding).
-sub holders
-{
-	my ($key, $expect) = @_;
-	return $redis->holding($key, $expect);
-}
-
 # --- acquire, key and token, release ---
 
 my ($out, $err) = sql($s, "SELECT redlock_acquire('nightly-billing', 30000)");
@@ -73,10 +68,10 @@ is($redis->redis_cli(3, 'GET', 'nightly-billing'), $token,
 is($out, '2', 'session_holds counts 2');
 ($out) = sql($s, "SELECT redlock_release('nightly-billing')");
 is($out, 't', 'release one of two holds');
-is(holders('nightly-billing', 5), 5, 'the key stays while a hold remains');
+is($redis->holding('nightly-billing', 5), 5, 'the key stays while a hold remains');
 ($out) = sql($s, "SELECT redlock_release('nightly-billing')");
 is($out, 't', 'release the last hold');
-is(holders('nightly-billing', 0), 0, 'the key is gone from every master after release');
+is($redis->holding('nightly-billing', 0), 0, 'the key is gone from every master after release');
 ($out) = sql($s, "SELECT count(*) FROM redlock_locks()");
 is($out, '0', 'redlock_locks() is empty');
 
@@ -100,7 +95,7 @@ is($out, 't', 'acquire again while holding, with a 60000 ms TTL');
 check_key('refresh', 60000, 50000, 're-acquire set the new TTL on the masters');
 ($out) = sql($s, "SELECT redlock_release_all()");
 is($out, '1', 'release_all drops the lock with two holds as one lock');
-is(holders('refresh', 0), 0, 'and deletes its key everywhere');
+is($redis->holding('refresh', 0), 0, 'and deletes its key everywhere');
 
 # --- extend ---
 
@@ -110,35 +105,64 @@ check_key('extended', 5000, 0, 'before extend');
 is($out, 't', 'extend to 60000 ms');
 check_key('extended', 60000, 55000, 'extend raised the PTTL');
 
-# extend(resource) with no TTL uses the TTL the lock was acquired with.
-sql($s, "SELECT redlock_acquire('extended-default', 20000)");
-usleep(1_200_000);
-check_key('extended-default', 18950, 0, '1.2 s after a 20000 ms acquire');
+# extend(resource) with no TTL sets the TTL last set on the masters: the acquire's here.
+# The checks leave 3 s of room between the extend and the look at the PTTLs.
+($out) = sql($s, "SELECT redlock_acquire('extended-default', 20000)");
+is($out, 't', 'acquire extended-default for 20000 ms');
+usleep(3_200_000);
+check_key('extended-default', 17000, 0, '3.2 s after a 20000 ms acquire');
 ($out) = sql($s, "SELECT redlock_extend('extended-default')");
 is($out, 't', 'extend with the default TTL');
-check_key('extended-default', 20000, 18950, 'extend(resource) set the PTTL to 20000 again');
+check_key('extended-default', 20000, 17000, 'extend(resource) set the PTTL to 20000 again');
+# ... and after an extend with a TTL, the TTL of that extend (the last one set).
+($out) = sql($s, "SELECT redlock_extend('extended-default', 40000)");
+is($out, 't', 'extend to 40000 ms');
+check_key('extended-default', 40000, 37000, 'extend(resource, 40000)');
+usleep(3_200_000);
+check_key('extended-default', 37000, 0, '3.2 s after the extend to 40000 ms');
+($out) = sql($s, "SELECT redlock_extend('extended-default')");
+is($out, 't', 'extend with the default TTL again');
+($out) = sql($s, "SELECT ttl_ms FROM redlock_locks() WHERE resource = 'extended-default'");
+is($out, '40000', '... redlock_locks().ttl_ms is still 40000');
+check_key('extended-default', 40000, 37000,
+	'extend(resource) after an extend to 40000 set the last TTL set (40000), not the acquire\'s');
 sql($s, "SELECT redlock_release('extended-default')");
 
 # The key was deleted behind our back: the lock is lost, extend says so.
 $redis->redis_cli($_, 'DEL', 'extended') for 0 .. 4;
 ($out, $err) = sql($s, "SELECT redlock_extend('extended', 60000)");
 is($out, 'f', 'extend returns false once the keys are gone (lock lost)');
-is(holders('extended', 0), 0, 'and does not create the keys again');
+is($redis->holding('extended', 0), 0, 'and does not create the keys again');
 ($out) = sql($s, "SELECT count(*) FROM redlock_locks() WHERE resource = 'extended'");
 is($out, '0', 'a lost lock is forgotten by the session');
 
 # Someone else's token under our key: extend must not touch it.
 sql($s, "SELECT redlock_release_all()");
 sql($s, "SELECT redlock_acquire('stolen', 5000)");
-is(holders('stolen', 5), 5, 'lock stolen acquired on all masters');
+is($redis->holding('stolen', 5), 5, 'lock stolen acquired on all masters');
 $redis->redis_cli($_, 'SET', 'stolen', 'x' x 40, 'PX', 90000) for 0 .. 4;
+my @before = $redis->script_calls;
 ($out) = sql($s, "SELECT redlock_extend('stolen', 60000)");
 is($out, 'f', 'extend returns false when another token holds the key');
-usleep(300_000);    # let requests to the slower masters land too
+ok($redis->wait_scripts(\@before), 'every master has run the extend script');
 is(join(',', $redis->redis_all('GET', 'stolen')), join(',', ('x' x 40) x 5),
 	'the other token is left alone by extend');
-sql($s, "SELECT redlock_release('stolen')");
-usleep(300_000);
+my @pttl = $redis->redis_all('PTTL', 'stolen');
+is(scalar(grep { /^\d+$/ && $_ > 60000 } @pttl), 5, '... and its PTTL (90 s) too')
+  or diag("PTTL: @pttl");
+# extend found the lock lost and forgot it, so a release now would send nothing: take the
+# lock again, let another token take its keys over, then release.
+$redis->redis_cli($_, 'DEL', 'stolen') for 0 .. 4;
+($out) = sql($s, "SELECT redlock_acquire('stolen', 5000)");
+is($out, 't', 'acquire stolen again');
+is($redis->holding('stolen', 5), 5, '... on all masters');
+$redis->redis_cli($_, 'SET', 'stolen', 'x' x 40, 'PX', 90000) for 0 .. 4;
+@before = $redis->script_calls;
+($out, $err) = sql($s, "SELECT redlock_release('stolen')");
+is($out, 't', 'release of a lock whose keys were taken over returns true (it was held)');
+like($err, qr/WARNING:\s+01000: lock on resource "stolen" was no longer held by a majority/,
+	'... with the "no longer held by a majority" WARNING');
+ok($redis->wait_scripts(\@before), 'every master has run the release script');
 is(join(',', $redis->redis_all('GET', 'stolen')), join(',', ('x' x 40) x 5),
 	'and by release (only the holder\'s token is deleted)');
 $redis->redis_cli($_, 'DEL', 'stolen') for 0 .. 4;
@@ -151,17 +175,16 @@ is($err, '', 'superuser sets redlock.key_prefix');
 ($out) = sql($s, "SELECT redlock_acquire('prefixed', 30000)");
 is($out, 't', 'acquire with a prefix');
 check_key('app1:prefixed', 30000, 25000, 'with key_prefix app1:');
-is(holders('prefixed', 0), 0, 'no unprefixed key');
+is($redis->holding('prefixed', 0), 0, 'no unprefixed key');
 ($out) = sql($s, "SELECT resource, key FROM redlock_locks()");
 is($out, 'prefixed|app1:prefixed', 'redlock_locks() shows resource and prefixed key');
 ($out) = sql($s, "SELECT redlock_release('prefixed')");
 is($out, 't', 'release with a prefix');
-is(holders('app1:prefixed', 0), 0, 'the prefixed key is gone everywhere');
+is($redis->holding('app1:prefixed', 0), 0, 'the prefixed key is gone everywhere');
 sql($s, "RESET redlock.key_prefix");
 
 # Each master got exactly the keys above, and none are left over.
-is(join(',', $redis->wait_all(3, sub { !grep { $_ ne '0' } @_ }, 'DBSIZE')),
-	'0,0,0,0,0', 'no keys left on any master');
+$redis->no_keys_left;
 
 $s->quit;
 RedisMasters::no_crash($node);

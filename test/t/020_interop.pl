@@ -40,8 +40,8 @@ chomp $installed;
 like($installed, qr/^v?5\.0\.0-beta\.2 4\.31\.0$/, 'node-redlock 5.0.0-beta.2 with ioredis 4.31.0');
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('interop', $redis, "redlock.key_prefix = ''\n");
-my $s = $node->background_psql('postgres', on_error_stop => 0);
+my $node = RedisMasters::redlock_node('interop', $redis, $RedisMasters::ROOMY_CONF . "redlock.key_prefix = ''\n");
+my $s = session($node);
 my ($out, $err);
 
 ($out) = sql($s, 'SHOW redlock.key_prefix');
@@ -81,18 +81,11 @@ sub settled
 	return wait_until(5, $code);
 }
 
-# Number of masters holding KEY.
-sub holders
-{
-	my ($key) = @_;
-	return scalar grep { $_ eq '1' } $redis->redis_all('EXISTS', $key);
-}
-
 # Waits until KEY has expired on every master.
 sub wait_expired
 {
 	my ($key) = @_;
-	ok(wait_until(10, sub { holders($key) == 0 }), "\"$key\" expired on every master");
+	is($redis->holding($key, 0, 10), 0, "\"$key\" expired on every master");
 }
 
 # --- node-redlock holds: the extension cannot take the lock nor release it ---
@@ -108,9 +101,11 @@ note "node-redlock PTTL: @pttl";
 is(scalar(grep { $_ > 25000 && $_ <= 30000 } @pttl), 5,
 	'node-redlock: PTTL set from its duration on all 5 masters');
 
+my @before = $redis->calls('set');
 ($out, $err) = sql($s, "SELECT redlock_acquire('shared-job', 30000)");
 is($out, 'f', 'extension: acquire returns false while node-redlock holds it');
 is($err, '', '... without error or warning');
+ok($redis->wait_calls(\@before, 'set'), '... and every master has processed its SET NX');
 is(values_of('shared-job'), join(',', ($js_value) x 5),
 	"... and node-redlock's value is left on every master");
 
@@ -121,7 +116,7 @@ is(values_of('shared-job'), join(',', ($js_value) x 5),
 	"... and node-redlock's keys remain on every master");
 
 is(js('release shared-job'), 'ok', 'node-redlock releases shared-job');
-ok(settled(sub { holders('shared-job') == 0 }), '... and the key is gone from every master');
+ok($redis->holding('shared-job', 0, 5) == 0, '... and the key is gone from every master');
 
 # --- the extension holds: node-redlock cannot take the lock ---
 
@@ -140,7 +135,7 @@ is(values_of('shared-job'), join(',', ($pg_token) x 5),
 is($out, 't', 'extension releases shared-job');
 # The extension decides a release once a majority deleted the key (README); the other
 # masters follow at once, so a short wait covers them.
-ok(settled(sub { holders('shared-job') == 0 }), '... and the key is gone from every master')
+ok($redis->holding('shared-job', 0, 5) == 0, '... and the key is gone from every master')
   or diag('EXISTS: ' . join(',', $redis->redis_all('EXISTS', 'shared-job')));
 like(js('acquire shared-job 30000'), qr/^ok [0-9a-f]{32}$/,
 	'node-redlock acquires shared-job after the extension released it');
@@ -159,7 +154,7 @@ is(values_of('stale-a'), join(',', ($pg_token) x 5),
 	"... and the extension's token remains on every master");
 ($out) = sql($s, "SELECT redlock_release('stale-a')");
 is($out, 't', 'extension releases stale-a');
-ok(settled(sub { holders('stale-a') == 0 }), '... and the key is gone from every master')
+ok($redis->holding('stale-a', 0, 5) == 0, '... and the key is gone from every master')
   or diag('EXISTS: ' . join(',', $redis->redis_all('EXISTS', 'stale-a')));
 
 # --- a stale extension lock: its release leaves node-redlock's lock alone ---
@@ -173,9 +168,11 @@ like($answer, qr/^ok [0-9a-f]{32}$/, 'node-redlock acquires stale-b once it expi
 $js_value //= 'none';
 ok(settled(sub { values_of('stale-b') eq join(',', ($js_value) x 5) }),
 	"node-redlock's value is on all 5 masters");
+@before = $redis->script_calls;
 ($out, $err) = sql($s, "SELECT redlock_release('stale-b')");
 is($out, 't', 'extension: release of its own expired lock returns true (it held it)');
-like($err, qr/WARNING: .*had expired before it was released/, '... with a WARNING');
+like($err, qr/WARNING:\s+01000: .*had expired before it was released/, '... with a WARNING');
+ok($redis->wait_scripts(\@before), '... and every master has run its release script');
 is(values_of('stale-b'), join(',', ($js_value) x 5),
 	"... and node-redlock's keys remain on every master");
 ($out) = sql($s, "SELECT count(*) FROM redlock_locks()");
@@ -183,7 +180,7 @@ is($out, '0', 'extension: the expired lock is forgotten');
 ($out) = sql($s, "SELECT redlock_acquire('stale-b', 30000)");
 is($out, 'f', 'extension: acquire returns false while node-redlock holds stale-b');
 is(js('release stale-b'), 'ok', 'node-redlock releases stale-b');
-ok(settled(sub { holders('stale-b') == 0 }), '... and the key is gone from every master');
+ok($redis->holding('stale-b', 0, 5) == 0, '... and the key is gone from every master');
 ($out) = sql($s, "SELECT redlock_acquire('stale-b', 30000)");
 is($out, 't', 'extension acquires stale-b after node-redlock released it');
 ($out) = sql($s, "SELECT redlock_release('stale-b')");
@@ -192,7 +189,7 @@ is($out, 't', 'extension releases stale-b');
 # --- extend: each side's extend touches only its own value ---
 
 like(js('acquire ext-job 5000'), qr/^ok /, 'node-redlock acquires ext-job for 5 s');
-ok(settled(sub { holders('ext-job') == 5 }), '... on all 5 masters');
+ok($redis->holding('ext-job', 5, 5) == 5, '... on all 5 masters');
 ($out, $err) = sql($s, "SELECT redlock_extend('ext-job', 60000)");
 is($out, 'f', 'extension: extend of a lock it does not hold returns false');
 @pttl = $redis->redis_all('PTTL', 'ext-job');
@@ -209,10 +206,10 @@ is(js('release ext-job'), 'ok', 'node-redlock releases ext-job');
 # --- a key prefix puts the extension's locks in another namespace ---
 
 like(js('acquire prefixed 30000'), qr/^ok /, 'node-redlock acquires "prefixed"');
-ok(settled(sub { holders('prefixed') == 5 }), '... on all 5 masters');
+ok($redis->holding('prefixed', 5, 5) == 5, '... on all 5 masters');
 ($out) = sql($s, "SET redlock.key_prefix = 'pg:'; SELECT redlock_acquire('prefixed', 30000)");
 is($out, 't', "with key_prefix 'pg:' the extension's lock does not meet node-redlock's");
-ok(settled(sub { holders('pg:prefixed') == 5 }), '... it lives under "pg:prefixed"');
+ok($redis->holding('pg:prefixed', 5, 5) == 5, '... it lives under "pg:prefixed"');
 ($out) = sql($s, "SELECT redlock_release('prefixed'); RESET redlock.key_prefix");
 is($out, 't', 'extension releases pg:prefixed');
 is(js('release prefixed'), 'ok', 'node-redlock releases "prefixed"');
@@ -255,8 +252,7 @@ cmp_ok($pg_wins + $js_wins, '>', 0, '... and someone won some of them');
 is(js('quit'), 'bye', 'node-redlock client exits');
 $js_proc->finish;
 $s->quit;
-ok(settled(sub { join(',', map { $redis->redis_cli($_, 'DBSIZE') } 0 .. 4) eq '0,0,0,0,0' }),
-	'no key is left on any master');
+$redis->no_keys_left('no key is left on any master');
 RedisMasters::no_crash($node);
 
 done_testing();

@@ -22,24 +22,12 @@ my $user_pw = 'Usr-91ae55d2-acl-secret';
 my $redis = RedisMasters->new(5);
 my @ports = $redis->ports;
 
-# redis-cli with the default user's password (after requirepass is set).
-sub cli
-{
-	my ($i, @args) = @_;
-	return $redis->redis_cli($i, '--no-auth-warning', '-a', $pw, @args);
-}
-
-sub cli_all
-{
-	my (@args) = @_;
-	return map { cli($_, @args) } 0 .. $#ports;
-}
-
 is(join(',', map { $redis->redis_cli($_, 'CONFIG', 'SET', 'requirepass', $pw) } 0 .. $#ports),
 	join(',', ('OK') x 5), 'every master requires a password');
 like($redis->redis_cli(0, 'GET', 'x'), qr/NOAUTH/, 'redis-cli without it gets NOAUTH');
+$redis->auth($pw);    # redis-cli authenticates from here on
 
-my $node = RedisMasters::redlock_node('security', $redis, qq{
+my $node = RedisMasters::redlock_node('security', $redis, $RedisMasters::ROOMY_CONF . qq{
 shared_preload_libraries = 'redlock'
 redlock.password = '$pw'
 log_min_messages = debug1
@@ -54,8 +42,7 @@ CREATE DATABASE utf8 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE templa
 });
 $node->safe_psql('utf8', 'CREATE EXTENSION redlock');
 
-my $su = $node->background_psql('postgres', on_error_stop => 0);
-sql($su, '\set VERBOSITY verbose');
+my $su = session($node);
 my ($out, $err, $secs);
 
 # --- requirepass: the right password works ---
@@ -63,14 +50,14 @@ my ($out, $err, $secs);
 ($out, $err) = sql($su, "SELECT redlock_acquire('auth-job', 30000)");
 is($out, 't', 'acquire with redlock.password from postgresql.conf');
 is($err, '', '... no error');
-is(scalar(grep { /^[0-9a-f]{40}$/ } cli_all('GET', 'auth-job')), 5,
+is(scalar(grep { /^[0-9a-f]{40}$/ } $redis->redis_all('GET', 'auth-job')), 5,
 	'... the token is on all 5 masters');
 ($out) = sql($su, "SELECT redlock_release('auth-job')");
 is($out, 't', 'release with the password');
 # A release is decided once a majority acted (README); the others follow at once.
-ok(wait_until(2, sub { join(',', cli_all('EXISTS', 'auth-job')) eq '0,0,0,0,0' }),
+ok(wait_until(2, sub { join(',', $redis->redis_all('EXISTS', 'auth-job')) eq '0,0,0,0,0' }),
 	'... the key is gone from every master within 2 s')
-  or diag('EXISTS: ' . join(',', cli_all('EXISTS', 'auth-job')));
+  or diag('EXISTS: ' . join(',', $redis->redis_all('EXISTS', 'auth-job')));
 
 # Checks that ERR is a prompt 08006 whose detail names the failed masters with Redis'
 # words matching WORDS: at least 3 of the 5 (the extension stops waiting once a quorum
@@ -99,7 +86,7 @@ sql($su, "SET redlock.password = '$wrong_pw'");
 ($out, $err, $secs) = sql($su, "SELECT redlock_acquire('auth-fail', 30000)");
 note $err;
 auth_error('wrong password', $err, $secs, qr/WRONGPASS/);
-is(join(',', cli_all('EXISTS', 'auth-fail')), '0,0,0,0,0', '... nothing was written');
+is(join(',', $redis->redis_all('EXISTS', 'auth-fail')), '0,0,0,0,0', '... nothing was written');
 
 ($out, $err, $secs) = sql($su, "SELECT redlock_acquire('auth-fail', 30000, 1000)");
 auth_error('wrong password, with wait_ms', $err, $secs, qr/WRONGPASS/);
@@ -123,14 +110,14 @@ is($out, 't', '... and release');
 # --- an ACL user: redlock.username + redlock.password ---
 
 is( join(',',
-		cli_all('ACL', 'SETUSER', 'locker', 'on', ">$user_pw", '~*', '&*', '+@all')),
+		$redis->redis_all('ACL', 'SETUSER', 'locker', 'on', ">$user_pw", '~*', '&*', '+@all')),
 	join(',', ('OK') x 5),
 	'ACL user "locker" on every master');
 sql($su, "SET redlock.username = 'locker'; SET redlock.password = '$user_pw'");
 ($out, $err) = sql($su, "SELECT redlock_acquire('acl-job', 30000)");
 is($out, 't', 'acquire as ACL user "locker"');
 is($err, '', '... no error');
-my @clients = cli_all('CLIENT', 'LIST');
+my @clients = $redis->redis_all('CLIENT', 'LIST');
 is(scalar(grep { /user=locker/ } @clients), 5, '... connected as user=locker on all 5 masters');
 ($out) = sql($su, "SELECT redlock_release('acl-job')");
 is($out, 't', 'release as "locker"');
@@ -146,23 +133,21 @@ auth_error('ACL user, wrong password', $err, $secs, qr/WRONGPASS/);
 
 # A user allowed only some keys: the others are refused (NOPERM), a false result or an
 # error, never a lock.
-cli_all('ACL', 'SETUSER', 'narrow', 'on', ">$user_pw", 'resetkeys', '~jobs:*', '&*', '+@all');
+$redis->redis_all('ACL', 'SETUSER', 'narrow', 'on', ">$user_pw", 'resetkeys', '~jobs:*', '&*', '+@all');
 sql($su, "SET redlock.username = 'narrow'; SET redlock.password = '$user_pw'");
 ($out) = sql($su, "SELECT redlock_acquire('jobs:1', 30000)");
 is($out, 't', 'ACL user "narrow" acquires a key it may write');
 ($out, $err) = sql($su, "SELECT redlock_acquire('other:1', 30000)");
 isnt($out, 't', 'ACL user "narrow" does not get a lock on a key it may not write');
 note "narrow on other:1: out=$out err=$err";
-is(join(',', cli_all('EXISTS', 'other:1')), '0,0,0,0,0', '... and no key was written');
+is(join(',', $redis->redis_all('EXISTS', 'other:1')), '0,0,0,0,0', '... and no key was written');
 ($out) = sql($su, "SELECT redlock_release('jobs:1')");
 is($out, 't', '"narrow" releases jobs:1');
 sql($su, 'RESET redlock.username; RESET redlock.password');
 
 # --- plain users: superuser-only settings, the hidden password ---
 
-my $plain = $node->background_psql('postgres', on_error_stop => 0,
-	extra_params => [ '-U', 'plain' ]);
-sql($plain, '\set VERBOSITY verbose');
+my $plain = session($node, 'postgres', extra_params => [ '-U', 'plain' ]);
 for my $set (
 	"SET redlock.servers = '127.0.0.1:1'",
 	"SET redlock.password = 'x'",
@@ -216,10 +201,9 @@ for my $call (
 	like($err, qr/ERROR:\s+42501: permission denied for function redlock_/,
 		"fresh role: $call is refused (42501)");
 }
-is(join(',', cli_all('EXISTS', 'priv-job')), '0,0,0,0,0', '... and took no lock');
+is(join(',', $redis->redis_all('EXISTS', 'priv-job')), '0,0,0,0,0', '... and took no lock');
 
-my $granted = $node->background_psql('postgres', on_error_stop => 0,
-	extra_params => [ '-U', 'granted' ]);
+my $granted = session($node, 'postgres', extra_params => [ '-U', 'granted' ]);
 ($out, $err) = sql($granted, "SELECT redlock_acquire('priv-job', 30000)");
 is($out, 't', 'a role granted EXECUTE acquires (with the password it cannot read)');
 ($out) = sql($granted, "SELECT redlock_extend('priv-job', 40000), redlock_release('priv-job')");
@@ -228,9 +212,8 @@ $granted->quit;
 
 # --- resource names as binary-safe keys (UTF-8 database) ---
 
-my $u = $node->background_psql('utf8', on_error_stop => 0);
-sql($u, '\set VERBOSITY verbose');
-my @before = cli_all('DBSIZE');
+my $u = session($node, 'utf8');
+my @before = $redis->redis_all('DBSIZE');
 my %names = (
 	'quotes' => q{it's a "quoted" name; DROP TABLE x; --},
 	'spaces' => '  leading and trailing spaces  ',
@@ -251,11 +234,11 @@ for my $what (sort keys %names)
 		  . " WHERE resource = $lit), octet_length($lit)");
 	is($out, 't|t|' . length($name), "$what: acquired, redlock_locks().key is the name");
 	is($err, '', "$what: no error") or diag($err);
-	my @got = map { cli($_, 'GET', $name) } 0 .. $#ports;
+	my @got = map { $redis->redis_cli($_, 'GET', $name) } 0 .. $#ports;
 	is(scalar(grep { /^[0-9a-f]{40}$/ } @got), 5,
 		"$what: redis-cli GET of the exact bytes shows a 40-hex token on all 5 masters");
 }
-is(join(',', cli_all('DBSIZE')), join(',', map { $_ + scalar keys %names } @before),
+is(join(',', $redis->redis_all('DBSIZE')), join(',', map { $_ + scalar keys %names } @before),
 	'one more key per name on each master, nothing else (nothing was injected)');
 ($out) = sql($u, 'SELECT redlock_release_all()');
 is($out, scalar keys %names, 'release_all releases every one');
@@ -265,12 +248,12 @@ ok( wait_until(
 			my $left = 0;
 			for my $name (values %names)
 			{
-				$left += $_ for map { cli($_, 'EXISTS', $name) } 0 .. $#ports;
+				$left += $_ for map { $redis->redis_cli($_, 'EXISTS', $name) } 0 .. $#ports;
 			}
 			return $left == 0;
 		}),
 	'... and every key is gone from every master within 2 s');
-@before = cli_all('DBSIZE');
+@before = $redis->redis_all('DBSIZE');
 
 for my $long ("repeat('a', 1025)", "repeat(convert_from('\\xc3a9'::bytea, 'UTF8'), 512) || 'a'")
 {
@@ -280,7 +263,7 @@ for my $long ("repeat('a', 1025)", "repeat(convert_from('\\xc3a9'::bytea, 'UTF8'
 	($out, $err) = sql($u, "SELECT redlock_release($long)");
 	like($err, qr/ERROR:\s+22023/, '... release too');
 }
-is(join(',', cli_all('DBSIZE')), join(',', @before), 'no key written for too-long names');
+is(join(',', $redis->redis_all('DBSIZE')), join(',', @before), 'no key written for too-long names');
 ($out, $err) = sql($u, "SELECT redlock_acquire('', 30000)");
 like($err, qr/ERROR:\s+22023/, 'an empty name is a 22023 error');
 

@@ -1,7 +1,8 @@
 # A release or extend is decided once a majority acted (README, "How it behaves when
 # things fail"); the slower masters must still end up released or extended.  Here one
-# master is frozen (SIGSTOP) for 300 ms during the call, so the call is decided without
-# it; the master answers afterwards.  When the script was cached there, its EVALSHA does
+# master is frozen (SIGSTOP) for 1.5 s during the call, so the call is decided without
+# it (checked: the call returns before the master is resumed, and the master's reply is
+# then counted in redlock_nodes().late_replies); the master answers afterwards.  When the script was cached there, its EVALSHA does
 # the work on its own; when it was not (SCRIPT FLUSH, a restarted master), the master
 # answers NOSCRIPT, and the extension must still send the script (EVAL) for the release
 # or extension to happen there.
@@ -9,7 +10,6 @@
 use strict;
 use warnings;
 
-use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -18,43 +18,54 @@ use Time::HiRes qw(usleep);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my $node = RedisMasters::redlock_node('late', $redis, "log_min_messages = debug1\n");
-my $s = $node->background_psql('postgres', on_error_stop => 0);
+# redlock.timeout 5 s: the frozen master is not given up on as hung, so its replies come
+# late rather than never.
+my $node = RedisMasters::redlock_node('late', $redis,
+	"redlock.timeout = 5000ms\nredlock.connect_timeout = 2000ms\nlog_min_messages = debug1\n");
+my $s = session($node);
 
-# Open the session's connections first: a call decided while a new connection's
-# handshake is under way leaves its commands queued there until the next call.
+# Open the session's connections first, so that the calls below run on established ones.
 is((sql($s, "SELECT redlock_acquire('warm-up', 1000) AND redlock_release('warm-up')"))[0],
 	't', 'warm-up call opens the connections');
 my ($out, $err);
 
-# Freezes master I and resumes it after MS milliseconds from a child process.
-sub freeze_for
+my $slow_node = '127.0.0.1:' . ($redis->ports)[4];
+my $freeze_ms = 1500;
+
+# Master 4's late_replies in this session's redlock_nodes().
+sub late_replies
 {
-	my ($i, $ms) = @_;
-	my $pid = $redis->{pids}[$i] or die "master $i not running";
-	$redis->stop($i);
-	my $child = fork() // die "fork: $!";
-	if ($child == 0)
-	{
-		usleep($ms * 1000);
-		kill 'CONT', $pid;
-		POSIX::_exit(0);
-	}
-	return $child;
+	my ($n) = sql($s, "SELECT late_replies FROM redlock_nodes() WHERE node = '$slow_node'");
+	return $n;
 }
 
-# Runs QUERY while master 4 is frozen for 300 ms; returns the query's output.
+# Runs QUERY while master 4 is frozen for 1.5 s; returns the query's output.  Tests that
+# the call was decided while master 4 was frozen: it returned before the master was
+# resumed, and master 4's reply was read late (at the next call, on another key).
 sub with_slow_master
 {
-	my ($query) = @_;
-	my $child = freeze_for(4, 300);
-	my ($o, $e) = sql($s, $query);
+	my ($query, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $late0 = late_replies();
+	my $child = $redis->freeze_for(4, $freeze_ms);
+	my ($o, $e, $secs) = sql($s, $query);
+	cmp_ok($secs, '<', $freeze_ms / 1000,
+		"$what: returned while master 4 was still frozen (took ${secs}s)");
 	waitpid($child, 0);
 	note "stderr: $e" if $e ne '';
-	# Give the late master time to answer, then make one more call, on another key, so
-	# that the extension reads what it owed.
+	# Give the late master time to answer, then make more calls, on another key, so that
+	# the extension reads what it owed (on a loaded machine the resumed master, or the
+	# EVAL that follows a late NOSCRIPT, may need more than one; up to 10 s).
 	usleep(500_000);
-	sql($s, "SELECT redlock_acquire('other', 1000) AND redlock_release('other')");
+	my $late1;
+	wait_until(
+		10,
+		sub {
+			sql($s, "SELECT redlock_acquire('other', 1000) AND redlock_release('other')");
+			$late1 = late_replies();
+			return $late1 > $late0;
+		});
+	cmp_ok($late1, '>', $late0, "$what: master 4's reply was read late (late_replies $late0 -> $late1)");
 	return $o;
 }
 
@@ -82,7 +93,7 @@ for my $flush (0, 1)
 	ok(wait_until(2, sub { 5 == grep { $_ eq '1' } $redis->redis_all('EXISTS', $key) }),
 		"$how: $key exists on all 5 masters");
 	$redis->redis_all('SCRIPT', 'FLUSH') if $flush;
-	$out = with_slow_master("SELECT redlock_release('$key')");
+	$out = with_slow_master("SELECT redlock_release('$key')", "$how: release");
 	is($out, 't', "$how: release decided while master 4 was frozen");
 	ok(wait_until(3, sub { $redis->redis_cli(4, 'EXISTS', $key) eq '0' }),
 		"$how: the key is gone from the slow master too")
@@ -98,7 +109,7 @@ for my $flush (0, 1)
 	ok(wait_until(2, sub { 5 == grep { $_ eq '1' } $redis->redis_all('EXISTS', $ekey) }),
 		"$how: $ekey exists on all 5 masters");
 	$redis->redis_all('SCRIPT', 'FLUSH') if $flush;
-	$out = with_slow_master("SELECT redlock_extend('$ekey', 60000)");
+	$out = with_slow_master("SELECT redlock_extend('$ekey', 60000)", "$how: extend");
 	is($out, 't', "$how: extend to 60 s decided while master 4 was frozen");
 	ok( wait_until(
 			3,
@@ -131,7 +142,8 @@ for my $flush (0, 1)
 		$redis->redis_all('SCRIPT', 'LOAD', $_) for @scripts;
 	}
 	$redis->redis_cli($_, 'SET', $key, 'someone-else', 'PX', 60000) for 0 .. 2;
-	$out = with_slow_master("SELECT redlock_acquire('$key', 60000)");
+	my @before = $redis->script_calls;
+	$out = with_slow_master("SELECT redlock_acquire('$key', 60000)", "$how: failed acquire");
 	is($out, 'f', "$how: acquire of $key held on 3 of 5 masters fails");
 	ok(wait_until(3, sub { $redis->redis_cli(3, 'EXISTS', $key) eq '0' }),
 		"$how: the failed attempt is undone on master 3");
@@ -139,6 +151,7 @@ for my $flush (0, 1)
 		"$how: ... and on the slow master 4")
 	  or diag("GET $key on master 4: " . $redis->redis_cli(4, 'GET', $key)
 		  . ', PTTL ' . $redis->redis_cli(4, 'PTTL', $key));
+	ok($redis->wait_scripts(\@before), "$how: every master has run the undo script");
 	is(join(',', map { $redis->redis_cli($_, 'GET', $key) } 0 .. 2),
 		'someone-else,someone-else,someone-else', "$how: the other client's keys are untouched");
 	$redis->redis_all('DEL', $key);

@@ -23,8 +23,8 @@ my @ports = $redis->ports;
 my $all5 = $redis->servers_guc;
 my $first3 = join(',', map { "127.0.0.1:$_" } @ports[0 .. 2]);
 
-my $s = $node->background_psql('postgres', on_error_stop => 0);
-my $o = $node->background_psql('postgres', on_error_stop => 0);
+my $s = session($node);
+my $o = session($node);
 sql($_, "\\set VERBOSITY verbose") for ($s, $o);
 my ($out, $err, $secs);
 
@@ -233,7 +233,7 @@ is(holders('local-set', 0), 0, 'SET LOCAL servers + ROLLBACK: the undo reached a
 $node->safe_psql('postgres',
 	"CREATE DATABASE latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
 $node->safe_psql('latin1', 'CREATE EXTENSION redlock');
-my $l = $node->background_psql('latin1', on_error_stop => 0);
+my $l = session($node, 'latin1');
 sql($l, "SET client_encoding = 'UTF8'");
 ($out) = sql($l, "SELECT redlock_acquire('café', 30000)");
 is($out, 't', 'encoding: a LATIN1 database acquires café');
@@ -285,7 +285,7 @@ like($err, qr/ERROR:\s+22023.*socket path is too long/s, 'a socket path longer t
 
 # --- exit with a frozen master is bounded ---
 
-my $x = $node->background_psql('postgres', on_error_stop => 0);
+my $x = session($node);
 ($out) = sql($x, "SET redlock.timeout = 200; SELECT bool_and(redlock_acquire('exit-' || g, 30000)) FROM generate_series(1, 40) g");
 is($out, 't', 'exit: 40 session locks');
 $redis->stop(4);
@@ -307,7 +307,7 @@ $redis->cont(4);
 # The backend may open no more files (prlimit), and a master's connection closes, so the
 # cleanup after COMMIT must rebuild its wait set: epoll_create fails with EMFILE there.
 
-my $f = $node->background_psql('postgres', on_error_stop => 0);
+my $f = session($node);
 sql($f, "\\set VERBOSITY verbose");
 ($out) = sql($f, "SELECT pg_backend_pid()");
 my $pid = $out;
