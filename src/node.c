@@ -745,6 +745,20 @@ node_gone_while_idle(const RedlockNode *node)
 	return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
+/*
+ * True when a non-blocking connect left by an earlier call has failed meanwhile (for
+ * instance refused while the master was down), so that a call made once the master is
+ * back opens a new connection instead of reporting the old failure.
+ */
+static bool
+node_connect_failed(const RedlockNode *node)
+{
+	int			err = 0;
+	socklen_t	len = sizeof(err);
+
+	return getsockopt(node->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0;
+}
+
 /* Sends what node i has buffered; fails the node on an I/O error. */
 static void
 node_write(CallState *cs, int i)
@@ -1273,6 +1287,8 @@ node_start_call(CallState *cs, int i)
 	}
 	if (node->ctx && node->owed_len == 0 && !node->connecting && node_gone_while_idle(node))
 		node_close(cs->set, node);
+	if (node->ctx && node->connecting && node_connect_failed(node))
+		node_close(cs->set, node);	/* refused meanwhile: try again now */
 
 	if (node->ctx == NULL)
 	{
