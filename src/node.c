@@ -14,13 +14,16 @@
  * changes nothing finds the same configuration and keeps its set, connections and
  * figures.
  *
- * Connections open lazily and are reused.  A new connection first runs its handshake
- * (AUTH, SELECT, SCRIPT LOAD) and only then gets the call's commands: nothing that
- * takes or touches a lock may run on a connection whose AUTH or SELECT failed.  A
- * call decided while a handshake was under way leaves its commands queued on that
- * connection; they go out, in order, once the handshake is done.  So that the first
- * call on new connections still reaches every master, it waits for the new
- * connections of masters that did not fail last time.  An
+ * Connections open lazily and are reused.  The first connection of a configuration to
+ * a master runs its handshake (AUTH, SELECT, SCRIPT LOAD) and only then gets the
+ * call's commands: nothing that takes or touches a lock may run on a connection whose
+ * AUTH or SELECT failed.  Once a handshake of that configuration succeeded there,
+ * later connections (after a failure or a restart) pipeline the commands behind it, so
+ * that a reconnect costs no round trip; a handshake that fails makes the next one wait
+ * again.  A call decided while a handshake was under way leaves its commands queued on
+ * that connection; they go out, in order, once the handshake is done.  So that the
+ * first call still reaches every master, it waits for first connections to masters that
+ * did not fail last time.  An
  * idle connection is checked (a non-blocking peek) before it is used, so that one
  * the master closed meanwhile (Redis "timeout", a restart, a NAT cutting idle TCP)
  * is re-opened instead of failing the call.
@@ -100,6 +103,7 @@ typedef struct RedlockNode
 	bool		writing;		/* output not all sent yet */
 	int			handshake_owed; /* handshake replies not yet read */
 	bool		failed_recently;	/* its last call failed; no reply since */
+	bool		handshake_verified; /* a handshake of this set succeeded there */
 	OwedReply  *queued;			/* commands to send once the handshake is done */
 	int			nqueued;
 	int			maxqueued;
@@ -967,11 +971,13 @@ node_read(CallState *cs, int i)
 			freeReplyObject(reply);
 			if (failed)
 			{
+				node->handshake_verified = false;
 				node_fail(cs, i, why);
 				return;
 			}
 			if (--node->handshake_owed == 0)
 			{
+				node->handshake_verified = true;
 				node_send_queued(cs, i);
 				if (node->ctx && cs->calls[i].deferred)
 					node_send_call(cs, i);
@@ -1300,13 +1306,14 @@ node_start_call(CallState *cs, int i)
 		}
 
 		/*
-		 * A new connection to a master that did not fail last time is awaited, so
-		 * that its handshake does not keep the command from it; one that failed is
-		 * not, so that a hung master costs one timeout, not one per call.
+		 * The first connection of this configuration to a master that did not fail
+		 * last time is awaited, so that its handshake does not keep the command from
+		 * it; one that failed is not, so that a hung master costs one timeout, not
+		 * one per call.
 		 */
-		call->must_answer = !node->failed_recently;
+		call->must_answer = !node->failed_recently && !node->handshake_verified;
 	}
-	if (node->handshake_owed > 0)
+	if (node->handshake_owed > 0 && !node->handshake_verified)
 	{
 		call->deferred = true;
 		call->deadline_ms = redlock_clock_ms() +
@@ -1315,7 +1322,10 @@ node_start_call(CallState *cs, int i)
 			node_write(cs, i);
 		return;
 	}
-	node_send_call(cs, i);
+	if (node->nqueued > 0)
+		node_send_queued(cs, i);	/* releases carried over go first */
+	if (node->ctx)
+		node_send_call(cs, i);
 }
 
 /*
