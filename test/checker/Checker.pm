@@ -310,10 +310,11 @@ my %SCENARIOS = (
 		faults => sub { _extend_faults(@_) },
 	},
 	'servers-grow-shrink' => {
-		desc => 'redlock.servers 3 -> 5 -> 3 masters while holders (5 steps of 100 ms, one'
-		  . ' command each) span the changes; the 2 added masters restarted empty before each'
-		  . ' growth; each change a TTL + 0.5 s after the last fault in the masters common to'
-		  . ' both lists; SIGSTOP and kill -9 (delayed restart) of a master of the current list',
+		desc => 'redlock.servers 3 -> 4 -> 5 -> 4 -> 3 masters, one master per change, 1 s'
+		  . ' apart, while holders (5 steps of 100 ms, one command each) span the changes; the'
+		  . ' 2 added masters restarted empty before each growth; the first change a TTL + 0.5 s'
+		  . ' after the last fault in the masters common to both lists; SIGSTOP and kill -9'
+		  . ' (delayed restart) of a master of the current list',
 		masters => 'plain',
 		servers => [ 0, 1, 2 ],
 		steps => 5,
@@ -506,9 +507,13 @@ sub _servers_faults
 		$f->cont(1);
 		$f->kill(3, 4);
 		$f->start(3, 4);
+		# One master at a time: the old and the new quorum then always share a master
+		# (q_old + q_new > masters in either list), whichever list each backend is on.
 		$f->at($t + 0.3 + $quiet);
+		$f->servers(0 .. 3);
+		$f->at($t + 1.3 + $quiet);
 		$f->servers(0 .. 4);
-		$t += 0.3 + $quiet + 0.5;
+		$t += 1.3 + $quiet + 0.5;
 		last if $t + $out + 0.3 + $quiet > $f->{seconds};
 		$f->at($t);
 		$f->kill(4);
@@ -519,8 +524,10 @@ sub _servers_faults
 		$f->at($t + $out + 0.5);
 		$f->cont(0);
 		$f->at($t + $out + 0.5 + $quiet);
+		$f->servers(0 .. 3);
+		$f->at($t + $out + 1.5 + $quiet);
 		$f->servers(0, 1, 2);
-		$t += $out + 0.5 + $quiet + 0.5;
+		$t += $out + 1.5 + $quiet + 0.5;
 		last if $t + $out + 0.5 > $f->{seconds};
 		$f->at($t);
 		$f->kill(2);
