@@ -334,6 +334,22 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 }
 
 /*
+ * Lets go of lock, found lost (another token on the masters, or a configuration
+ * change): marks its transaction holds lost and releases it on the masters it was
+ * taken on.  The entry stays, not acquired: the caller forgets it or acquires afresh.
+ */
+static void
+lock_let_go(HeldLock *lock)
+{
+	RedlockKeyToken kt = {lock->key, lock->token};
+	RedlockResult released;
+
+	lock_mark_lost(lock);
+	lock->acquired = false;
+	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
+}
+
+/*
  * Sets a new TTL on a held lock (spec §6).  Returns REDLOCK_HELD when extended,
  * REDLOCK_FAILED when fewer than a quorum answered, REDLOCK_LOST when the lock is no
  * longer ours: its transaction holds are marked lost and its keys let go of on the
@@ -344,8 +360,6 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 static RedlockHoldStatus
 lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
 {
-	RedlockKeyToken kt = {lock->key, lock->token};
-	RedlockResult released;
 	bool		expired = lock_validity_left(lock) <= 0;
 
 	lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
@@ -360,27 +374,10 @@ lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
 	if (result->status == REDLOCK_UNAVAILABLE)
 		return REDLOCK_FAILED;
 
-	lock_mark_lost(lock);
-	lock->acquired = false;
 	if (expired)
 		redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
-	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
+	lock_let_go(lock);
 	return REDLOCK_LOST;
-}
-
-/*
- * Takes lock, found lost to a configuration change, off the masters it was taken on,
- * marking its transaction holds lost; the entry stays, not acquired.
- */
-static void
-lock_drop_reconfigured(HeldLock *lock)
-{
-	RedlockKeyToken kt = {lock->key, lock->token};
-	RedlockResult released;
-
-	lock_mark_lost(lock);
-	lock->acquired = false;
-	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
 }
 
 /*
@@ -423,7 +420,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 
 	if (lock && lock->set != set)
 	{
-		lock_drop_reconfigured(lock);
+		lock_let_go(lock);
 		*was_lost = true;
 	}
 	else if (lock)
@@ -534,7 +531,7 @@ redlock_lock_extend(const char *resource, int ttl_ms, RedlockResult *result)
 		return REDLOCK_NOT_HELD;
 	if (lock_reconfigured(lock))
 	{
-		lock_drop_reconfigured(lock);
+		lock_let_go(lock);
 		lock_forget(lock);
 		memset(result, 0, sizeof(*result));
 		result->status = REDLOCK_BUSY;
