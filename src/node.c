@@ -153,6 +153,13 @@ typedef struct CallState
 	RedlockNodeOutcome *outcomes;	/* [c * count + i] */
 } CallState;
 
+/* True while a call still has something at the node: replies awaited or commands held. */
+static inline bool
+call_waits_on(const NodeCall *call)
+{
+	return call->awaited > 0 || call->deferred;
+}
+
 static RedlockNodeSet *current_set = NULL;
 static RedlockNodeSet *all_sets = NULL;
 static uint64 current_generation = 0;
@@ -749,18 +756,16 @@ node_gone_while_idle(const RedlockNode *node)
 	return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
-/*
- * True when a non-blocking connect left by an earlier call has failed meanwhile (for
- * instance refused while the master was down), so that a call made once the master is
- * back opens a new connection instead of reporting the old failure.
- */
-static bool
-node_connect_failed(const RedlockNode *node)
+/* The pending error of node's non-blocking connect (SO_ERROR), 0 while none. */
+static int
+node_connect_error(const RedlockNode *node)
 {
 	int			err = 0;
 	socklen_t	len = sizeof(err);
 
-	return getsockopt(node->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0;
+	if (getsockopt(node->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	return err;
 }
 
 /* Sends what node i has buffered; fails the node on an I/O error. */
@@ -1034,11 +1039,8 @@ node_finish_connect(CallState *cs, int i)
 {
 	RedlockNode *node = &cs->set->nodes[i];
 	NodeCall   *call = &cs->calls[i];
-	int			err = 0;
-	socklen_t	len = sizeof(err);
+	int			err = node_connect_error(node);
 
-	if (getsockopt(node->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-		err = errno;
 	if (err != 0)
 	{
 		char		why[REDLOCK_NODE_ERROR_LEN];
@@ -1049,7 +1051,7 @@ node_finish_connect(CallState *cs, int i)
 	}
 	node->connecting = false;
 	node->figures.connected = true;
-	if (call->awaited > 0 || call->deferred)
+	if (call_waits_on(call))
 	{
 		call->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
 		call->polled_after_deadline = false;
@@ -1191,7 +1193,7 @@ wait_for_nodes(CallState *cs, bool cleanup)
 		{
 			NodeCall   *call = &cs->calls[i];
 
-			if (call->awaited == 0 && !call->deferred)
+			if (!call_waits_on(call))
 				continue;
 			if (call->polled_after_deadline)
 			{
@@ -1207,7 +1209,7 @@ wait_for_nodes(CallState *cs, bool cleanup)
 		if (next_deadline < 0)
 			break;
 		for (int i = 0; i < n; i++)
-			if ((cs->calls[i].awaited > 0 || cs->calls[i].deferred) &&
+			if (call_waits_on(&cs->calls[i]) &&
 				cs->calls[i].deadline_ms <= now)
 				cs->calls[i].polled_after_deadline = true;
 
@@ -1232,7 +1234,7 @@ wait_for_nodes(CallState *cs, bool cleanup)
 				if (!cleanup)
 					proc_exit(1);
 				for (int j = 0; j < n; j++)
-					if (cs->calls[j].awaited > 0 || cs->calls[j].deferred)
+					if (call_waits_on(&cs->calls[j]))
 						node_fail(cs, j, "postmaster died");
 				return;
 			}
@@ -1293,8 +1295,13 @@ node_start_call(CallState *cs, int i)
 	}
 	if (node->ctx && node->owed_len == 0 && !node->connecting && node_gone_while_idle(node))
 		node_close(cs->set, node);
-	if (node->ctx && node->connecting && node_connect_failed(node))
-		node_close(cs->set, node);	/* refused meanwhile: try again now */
+	/*
+	 * A connect an earlier call left in progress that failed meanwhile (refused while
+	 * the master was down): a new connection now, rather than reporting the old failure
+	 * once the master is back.
+	 */
+	if (node->ctx && node->connecting && node_connect_error(node) != 0)
+		node_close(cs->set, node);
 
 	if (node->ctx == NULL)
 	{
