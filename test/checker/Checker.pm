@@ -1171,8 +1171,9 @@ sub servers
 sub reload
 {
 	my ($self) = @_;
-	$self->{psql} //= $self->{node}->background_psql('postgres');
-	$self->{psql}->query_safe('SELECT pg_reload_conf()');
+	$self->{psql} //= RedisMasters::session($self->{node});
+	my ($out, $err) = $self->{psql}->query('SELECT pg_reload_conf()');
+	die "pg_reload_conf() failed: $err" unless $out eq 't';
 	$self->{counts}{'pg_reload_conf()'}++;
 	return;
 }

@@ -419,21 +419,12 @@ sub session
 	return RedisMasters::Session->new($node, $dbname // 'postgres', %opts);
 }
 
-# Runs QUERY in SESSION; returns (stdout, stderr, seconds), stderr holding what this
-# query printed only.  Legacy: the files that still use PostgreSQL::Test::BackgroundPsql
-# sessions (010, and files on other branches) get the same, read from that class's
-# stderr buffer, which it has no accessor for; use session() in new tests.
+# Runs QUERY in SESSION (see session()); returns (stdout, stderr, seconds), stderr
+# holding what this query printed only.
 sub sql
 {
 	my ($session, $query) = @_;
-	return $session->query($query) if $session->isa('RedisMasters::Session');
-	$session->{stderr} = '';
-	my $t0 = time;
-	my ($out) = $session->query($query);
-	my $secs = time - $t0;
-	my $err = $session->{stderr};
-	$session->{stderr} = '';
-	return ($out, $err, $secs);
+	return $session->query($query);
 }
 
 # Runs QUERY in a new psql on NODE (errors do not stop it); returns (stdout, stderr,
