@@ -20,6 +20,7 @@
 
 #include <float.h>
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "redlock.h"
@@ -36,6 +37,9 @@ char	   *redlock_username = NULL;
 char	   *redlock_password = NULL;
 int			redlock_database = 0;
 int			redlock_commit_margin_ms = 100;
+bool		redlock_auto_extend = false;
+bool		redlock_cancel_on_loss = true;
+int			redlock_max_auto_extended_locks = 1000;
 
 static char *servers_setting = NULL;
 
@@ -99,6 +103,17 @@ assign_database(int newval, void *extra pg_attribute_unused())
 {
 	if (newval != redlock_database)
 		redlock_connection_generation++;
+}
+
+/*
+ * redlock_servers_text
+ *		Returns redlock.servers as set (never NULL), for the registry's copy of the
+ *		configuration a lock was taken under.
+ */
+const char *
+redlock_servers_text(void)
+{
+	return servers_setting ? servers_setting : "";
 }
 
 /*
@@ -209,6 +224,36 @@ RedlockGucInit(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("redlock.auto_extend",
+							 "Keeps locks acquired while it is on alive until they are released.",
+							 "A background worker renews them every TTL/3. "
+							 "Requires redlock in shared_preload_libraries.",
+							 &redlock_auto_extend,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("redlock.cancel_on_loss",
+							 "Cancels the owner's statement when an auto-extended lock is lost.",
+							 "Read when the lock is acquired.",
+							 &redlock_cancel_on_loss,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/* Sizes shared memory: only when preloaded (later, PostgreSQL refuses it). */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("redlock.max_auto_extended_locks",
+								"Auto-extended locks the cluster can hold at once.",
+								"Each takes about 2.4 kB of shared memory.",
+								&redlock_max_auto_extended_locks,
+								1000, 1, 100000,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("redlock");
 }

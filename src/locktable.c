@@ -34,6 +34,16 @@
  * A transaction-scoped hold on a lock found lost is remembered with its subtransaction
  * (lost_holds): it fails the commit unless that subtransaction rolls back.
  *
+ * A lock acquired while redlock.auto_extend is on (or re-acquired while it is on) is
+ * also in the shared registry (registry.c), which the background worker renews.  Its
+ * validity is then the registry's; its extensions (redlock_extend, a re-acquire) are
+ * asked of the worker rather than sent from here, so that all of them reach each
+ * master in order over the worker's connections.  The entry is reserved before the
+ * acquire goes out and removed before any release, let-go or forget.  A lock the
+ * worker gave up on stays in the table, shown lost, until the owner lets go of it; the
+ * transaction that was running when it was lost cannot commit (when its owner asked
+ * to be cancelled on loss).
+ *
  * No network code here: quorum.c does the protocol.
  *
  *-------------------------------------------------------------------------
@@ -76,6 +86,8 @@ typedef struct HeldLock
 	int			npending;
 	int			maxpending;
 	PendingHold *pending;		/* holds added in the current transaction */
+	RedlockRegistryHandle reg;	/* auto-extended: its registry entry; index -1: not */
+	bool		cancel_explained;	/* the worker's cancel for it was reported */
 } HeldLock;
 
 /* A transaction-scoped hold on a lock that was found lost. */
@@ -93,6 +105,9 @@ static int	pending_total = 0;
 
 /* Locks marked releasing. */
 static int	releasing_total = 0;
+
+/* Locks in the shared registry (auto-extended). */
+static int	registered_total = 0;
 
 static LostHold *lost_holds = NULL;
 static int	nlost = 0;
@@ -145,24 +160,68 @@ lock_reconfigured(const HeldLock *lock)
 	return lock->set != redlock_nodeset_current();
 }
 
-/* Validity time left (ms), <= 0 once run out or lost to a configuration change. */
+/* True when lock is auto-extended and the worker gave up on it. */
+static bool
+lock_lost_by_worker(const HeldLock *lock)
+{
+	RedlockRegistryView view;
+
+	return lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &view) && view.lost;
+}
+
+/*
+ * Validity time left (ms), <= 0 once run out, lost to a configuration change, or
+ * given up on by the worker.  An auto-extended lock's validity is the registry's.
+ */
 static double
 lock_validity_left(const HeldLock *lock)
 {
+	RedlockRegistryView view;
+
 	if (!lock->acquired || lock_reconfigured(lock))
 		return 0;
+	if (lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &view))
+		return view.lost ? 0 : view.valid_until_ms - redlock_clock_ms();
 	return lock->valid_until_ms - redlock_clock_ms();
 }
 
-/* The Redis key for resource, in LockTableContext: the prefix and the UTF-8 name. */
+/*
+ * The Redis key for resource, in LockTableContext: the prefix and the UTF-8 name.
+ * *prefix_len (may be NULL) is set to the prefix's length in the key.
+ */
 static char *
-make_key(const char *resource)
+make_key(const char *resource, int *prefix_len)
 {
 	const char *prefix = redlock_key_prefix ? redlock_key_prefix : "";
 	char	   *prefix_utf8 = pg_server_to_any(prefix, strlen(prefix), PG_UTF8);
 	char	   *name_utf8 = pg_server_to_any(resource, strlen(resource), PG_UTF8);
 
+	if (prefix_len)
+		*prefix_len = strlen(prefix_utf8);
 	return MemoryContextStrdup(LockTableContext, psprintf("%s%s", prefix_utf8, name_utf8));
+}
+
+/* Puts lock in the shared registry (auto-extension) before its acquire goes out. */
+static void
+lock_register(HeldLock *lock)
+{
+	int			prefix_len;
+	char	   *key = make_key(lock->resource, &prefix_len);
+
+	redlock_registry_reserve(key, prefix_len, redlock_cancel_on_loss, &lock->reg);
+	pfree(key);
+	lock->cancel_explained = false;
+	registered_total++;
+}
+
+/* Takes lock out of the shared registry, if it is there: the worker lets go of it. */
+static void
+lock_unregister(HeldLock *lock)
+{
+	if (lock->reg.index < 0)
+		return;
+	redlock_registry_remove(&lock->reg);
+	registered_total--;
 }
 
 /* Logs a hold added now, in the current subtransaction. */
@@ -207,11 +266,12 @@ holds_clear(HeldLock *lock)
 static HeldLock *
 lock_create(const char *resource, RedlockNodeSet *set)
 {
-	char	   *key = make_key(resource);
+	char	   *key = make_key(resource, NULL);
 	HeldLock   *lock = hash_search(locks, resource, HASH_ENTER, NULL);
 
 	memset(((char *) lock) + offsetof(HeldLock, key), 0,
 		   sizeof(HeldLock) - offsetof(HeldLock, key));
+	lock->reg.index = -1;
 	lock->key = key;
 	lock->set = set;
 	redlock_nodeset_pin(set);
@@ -222,6 +282,7 @@ lock_create(const char *resource, RedlockNodeSet *set)
 static void
 lock_forget(HeldLock *lock)
 {
+	lock_unregister(lock);
 	holds_clear(lock);
 	if (lock->releasing)
 		releasing_total--;
@@ -286,11 +347,17 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 	{
 		HeldLock   *lock = held[k];
 
+		RedlockRegistryView view;
+
 		infos[k].resource = pstrdup(lock->resource);
 		infos[k].acquired = lock->acquired;
 		infos[k].reconfigured = lock->acquired && lock_reconfigured(lock);
+		if (lock->acquired && lock->reg.index >= 0 &&
+			redlock_registry_view(&lock->reg, &view) && view.lost)
+			infos[k].lost_reason = pstrdup(view.lost_reason);
 		infos[k].expired = lock->acquired && !infos[k].reconfigured &&
-			lock_validity_left(lock) <= 0;
+			!infos[k].lost_reason && lock_validity_left(lock) <= 0;
+		lock_unregister(lock);
 		if (infos[k].expired)
 			redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
 		holds_clear(lock);
@@ -344,6 +411,7 @@ lock_let_go(HeldLock *lock)
 	RedlockKeyToken kt = {lock->key, lock->token};
 	RedlockResult released;
 
+	lock_unregister(lock);
 	lock_mark_lost(lock);
 	lock->acquired = false;
 	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
@@ -362,8 +430,13 @@ lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
 {
 	bool		expired = lock_validity_left(lock) <= 0;
 
-	lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
-	redlock_quorum_extend(lock->set, lock->key, lock->token, ttl_ms, result);
+	if (lock->reg.index >= 0)
+		redlock_registry_extend(&lock->reg, ttl_ms, result);
+	else
+	{
+		lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
+		redlock_quorum_extend(lock->set, lock->key, lock->token, ttl_ms, result);
+	}
 	if (result->status == REDLOCK_OK)
 	{
 		lock->ttl_ms = ttl_ms;
@@ -418,7 +491,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		lock = NULL;
 	}
 
-	if (lock && lock->set != set)
+	if (lock && (lock->set != set || lock_lost_by_worker(lock)))
 	{
 		lock_let_go(lock);
 		*was_lost = true;
@@ -430,6 +503,13 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 
 		if (status == REDLOCK_HELD)
 		{
+			/* Auto-extension asked for now: the worker takes it over from here. */
+			if (redlock_auto_extend && lock->reg.index < 0)
+			{
+				lock_register(lock);
+				redlock_registry_activate(&lock->reg, lock->token, lock->ttl_ms,
+										  lock->valid_until_ms);
+			}
 			hold_add(lock, scope);
 			return REDLOCK_HELD;
 		}
@@ -447,10 +527,12 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		lock->set = set;
 		redlock_nodeset_pin(set);
 		pfree(lock->key);
-		lock->key = make_key(resource);
+		lock->key = make_key(resource, NULL);
 	}
 
 	hold_add(lock, scope);
+	if (redlock_auto_extend)
+		lock_register(lock);
 	redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms, result);
 	if (result->status != REDLOCK_OK)
 	{
@@ -463,7 +545,36 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 	lock->nodes = result->accepted;
 	lock->valid_until_ms = result->valid_until_ms;
 	lock->acquired_at = GetCurrentTimestamp();
+	if (lock->reg.index >= 0)
+		redlock_registry_activate(&lock->reg, lock->token, ttl_ms, result->valid_until_ms);
 	return REDLOCK_HELD;
+}
+
+/*
+ * redlock_lock_claim
+ *		One quorum acquire of resource for ttl_ms milliseconds (spec §3) that never
+ *		enters the lock table: nothing releases it, at commit, abort or exit; it ends
+ *		when its TTL runs out, so one caller per resource wins within the TTL.
+ *
+ * resource, ttl_ms: checked by the caller, as for redlock_lock_acquire.
+ * result: the quorum outcome (BUSY: claimed elsewhere; UNAVAILABLE: fewer than a
+ *		quorum answered).
+ *
+ * Returns true when claimed.  Raises what an interrupted network wait raises (an
+ * attempt cut short then lives until its TTL runs out) and XX000 if the strong random
+ * source fails.
+ */
+bool
+redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result)
+{
+	char		token[REDLOCK_TOKEN_LEN + 1];
+	char	   *key;
+
+	table_init();
+	key = make_key(resource, NULL);
+	redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, result);
+	pfree(key);
+	return result->status == REDLOCK_OK;
 }
 
 /*
@@ -615,6 +726,7 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 	HASH_SEQ_STATUS scan;
 	HeldLock   *lock;
 	RedlockLockInfo *out;
+	RedlockRegistryView view;
 	int			n = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -636,6 +748,14 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 		info->acquired_at = lock->acquired_at;
 		info->validity_ms = lock_validity_left(lock);
 		info->valid_until = TimestampTzPlusMilliseconds(now, (int64) Max(info->validity_ms, 0));
+		info->auto_extended = lock->reg.index >= 0;
+		if (info->auto_extended && redlock_registry_view(&lock->reg, &view))
+		{
+			info->lost = view.lost;
+			info->last_renewal = view.last_renewal;
+			info->renewals = view.renewals;
+			info->ttl_ms = view.ttl_ms;
+		}
 		n++;
 	}
 	*locks_out = out;
@@ -650,7 +770,7 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 bool
 redlock_lock_xact_pending(void)
 {
-	return pending_total > 0 || nlost > 0 || releasing_total > 0;
+	return pending_total > 0 || nlost > 0 || releasing_total > 0 || registered_total > 0;
 }
 
 /*
@@ -679,6 +799,67 @@ redlock_lock_first_expired_xact(void)
 			hash_seq_term(&scan);
 			return pstrdup(lock->resource);
 		}
+	}
+	return NULL;
+}
+
+/*
+ * redlock_lock_first_lost_in_xact
+ *		Returns (palloc'd) the resource of an auto-extended lock (either scope) that the
+ *		worker gave up on, and cancelled this backend for, since the current transaction
+ *		started: the work of that transaction may have run unprotected, so it must not
+ *		commit.  *reason is set to why it was lost.  NULL when there is none.
+ */
+const char *
+redlock_lock_first_lost_in_xact(char **reason)
+{
+	HASH_SEQ_STATUS scan;
+	HeldLock   *lock;
+	TimestampTz xact_start = GetCurrentTransactionStartTimestamp();
+
+	if (registered_total == 0)
+		return NULL;
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		RedlockRegistryView view;
+
+		if (lock->reg.index < 0 || !redlock_registry_view(&lock->reg, &view) ||
+			!view.lost || !view.cancel_sent || view.lost_at < xact_start)
+			continue;
+		hash_seq_term(&scan);
+		*reason = pstrdup(view.lost_reason);
+		return pstrdup(lock->resource);
+	}
+	return NULL;
+}
+
+/*
+ * redlock_lock_cancel_explanation
+ *		For the error-report hook: when the worker cancelled this backend because an
+ *		auto-extended lock was lost, and that was not reported yet, returns (palloc'd)
+ *		that lock's resource and sets *reason; NULL otherwise.  Takes no lock and
+ *		raises only out-of-memory errors.
+ */
+const char *
+redlock_lock_cancel_explanation(char **reason)
+{
+	HASH_SEQ_STATUS scan;
+	HeldLock   *lock;
+	char		buf[REDLOCK_NODE_ERROR_LEN];
+
+	if (registered_total == 0)
+		return NULL;
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		if (lock->reg.index < 0 || lock->cancel_explained ||
+			!redlock_registry_cancel_sent(&lock->reg, buf, sizeof(buf)))
+			continue;
+		hash_seq_term(&scan);
+		lock->cancel_explained = true;
+		*reason = pstrdup(buf);
+		return pstrdup(lock->resource);
 	}
 	return NULL;
 }

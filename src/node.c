@@ -378,44 +378,57 @@ set_free_if_unused(RedlockNodeSet *set)
 		set_free(set);
 }
 
-/* True when set was built for the configuration now in the GUCs. */
-static bool
-set_matches_settings(const RedlockNodeSet *set)
+/* A configuration: what a node set is built for. */
+typedef struct SetConfig
 {
-	const RedlockServerList *list = redlock_server_list;
-	int			count = list ? list->count : 0;
+	const RedlockServerList *list;
+	const char *username;
+	const char *password;
+	int			database;
+} SetConfig;
 
-	if (set->count != count || set->database != redlock_database ||
-		strcmp(set->username, redlock_username ? redlock_username : "") != 0 ||
-		strcmp(set->password, redlock_password ? redlock_password : "") != 0)
+/* True when set was built for config. */
+static bool
+set_matches(const RedlockNodeSet *set, const SetConfig *config)
+{
+	int			count = config->list ? config->list->count : 0;
+
+	if (set->count != count || set->database != config->database ||
+		strcmp(set->username, config->username) != 0 ||
+		strcmp(set->password, config->password) != 0)
 		return false;
 	for (int i = 0; i < count; i++)
-		if (set->nodes[i].addr.port != list->nodes[i].port ||
-			strcmp(set->nodes[i].addr.host, list->nodes[i].host) != 0)
+		if (set->nodes[i].addr.port != config->list->nodes[i].port ||
+			strcmp(set->nodes[i].addr.host, config->list->nodes[i].host) != 0)
 			return false;
 	return true;
 }
 
-/* A new, unconnected set for the configuration now in the GUCs. */
+/* The existing set of config, or a new, unconnected one. */
 static RedlockNodeSet *
-set_build(void)
+set_find_or_build(const SetConfig *config)
 {
-	const RedlockServerList *list = redlock_server_list;
-	MemoryContext context = AllocSetContextCreate(TopMemoryContext, "redlock node set",
-												  ALLOCSET_SMALL_SIZES);
-	RedlockNodeSet *set = MemoryContextAllocZero(context, sizeof(RedlockNodeSet));
+	MemoryContext context;
+	RedlockNodeSet *set;
 
+	for (set = all_sets; set; set = set->next)
+		if (set_matches(set, config))
+			return set;
+
+	context = AllocSetContextCreate(TopMemoryContext, "redlock node set",
+									ALLOCSET_SMALL_SIZES);
+	set = MemoryContextAllocZero(context, sizeof(RedlockNodeSet));
 	set->context = context;
-	set->count = list ? list->count : 0;
+	set->count = config->list ? config->list->count : 0;
 	set->nodes = MemoryContextAllocZero(context, Max(set->count, 1) * sizeof(RedlockNode));
-	set->username = MemoryContextStrdup(context, redlock_username ? redlock_username : "");
-	set->password = MemoryContextStrdup(context, redlock_password ? redlock_password : "");
-	set->database = redlock_database;
+	set->username = MemoryContextStrdup(context, config->username);
+	set->password = MemoryContextStrdup(context, config->password);
+	set->database = config->database;
 	for (int i = 0; i < set->count; i++)
 	{
 		RedlockNode *node = &set->nodes[i];
 
-		node->addr = list->nodes[i];
+		node->addr = config->list->nodes[i];
 		redlock_node_addr_name(&node->addr, node->figures.name, sizeof(node->figures.name));
 		node->figures.last_rtt_ms = -1;
 	}
@@ -435,20 +448,37 @@ RedlockNodeSet *
 redlock_nodeset_current(void)
 {
 	RedlockNodeSet *previous = current_set;
-	RedlockNodeSet *set;
+	SetConfig	config;
 
 	if (current_set && current_generation == redlock_connection_generation)
 		return current_set;
 
-	for (set = all_sets; set; set = set->next)
-		if (set_matches_settings(set))
-			break;
-	if (set == NULL)
-		set = set_build();
-	current_set = set;
+	config.list = redlock_server_list;
+	config.username = redlock_username ? redlock_username : "";
+	config.password = redlock_password ? redlock_password : "";
+	config.database = redlock_database;
+	current_set = set_find_or_build(&config);
 	current_generation = redlock_connection_generation;
-	if (previous && previous != set)
+	if (previous && previous != current_set)
 		set_free_if_unused(previous);
+	return current_set;
+}
+
+/*
+ * redlock_nodeset_for
+ *		Returns a node set for an explicit configuration (the background worker renews
+ *		locks under the configuration each was taken with), pinned: the caller unpins it
+ *		when done.  list: the masters (may be NULL: none); username, password: "" for
+ *		none; database: the Redis database number.  Raises only out-of-memory errors.
+ */
+RedlockNodeSet *
+redlock_nodeset_for(const RedlockServerList *list, const char *username,
+					const char *password, int database)
+{
+	SetConfig	config = {list, username, password, database};
+	RedlockNodeSet *set = set_find_or_build(&config);
+
+	redlock_nodeset_pin(set);
 	return set;
 }
 

@@ -428,68 +428,104 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 }
 
 /*
- * redlock_quorum_extend
- *		Sets a new TTL on every master of set that still holds our token (spec §6).
+ * redlock_quorum_extend_many
+ *		Sets a new TTL on n locks, on every master of set that still holds the lock's
+ *		token (spec §6), all in one round (the background worker renews many locks at
+ *		once).
  *
- * set, key, token: as acquired.  ttl_ms: the new TTL, 1..REDLOCK_MAX_TTL_MS
- * milliseconds.
- * result: REDLOCK_OK with a new valid_until_ms when a quorum extended it within the
- *		new validity time; REDLOCK_BUSY when the lock is no longer ours for certain
- *		(more than node_count - quorum masters answered that our key is gone);
+ * set: the masters the locks were taken on.  locks, n: their keys and tokens (n >= 1).
+ * ttls_ms: each lock's new TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
+ * renewal: true for the background worker's renewals, which it counts itself (renewed,
+ *		failed, lost) rather than as extensions.
+ * results: n entries; REDLOCK_OK with a new valid_until_ms when a quorum extended the
+ *		lock within its new validity time; REDLOCK_BUSY when it is no longer ours for
+ *		certain (more than node_count - quorum masters answered that our key is gone);
  *		REDLOCK_UNAVAILABLE when the answers cannot tell (with node_errors).
  *		Whatever the outcome, any master may have applied the new TTL: see
  *		redlock_validity_bound_ms().
  *
- * Raises what an interrupted wait raises.
+ * Outside cleanup, raises what an interrupted wait raises.
+ */
+void
+redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
+						   const int *ttls_ms, int n, bool renewal, RedlockResult *results)
+{
+	RedlockCommand *commands = palloc(sizeof(RedlockCommand) * n);
+	char	  (*ttl_texts)[16] = palloc(sizeof(*ttl_texts) * n);
+	int			count = redlock_nodeset_size(set);
+	RedlockNodeOutcome *outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(n * count, 1));
+	double		start_ms;
+	double		elapsed_ms;
+
+	for (int k = 0; k < n; k++)
+	{
+		result_init(set, &results[k]);
+		snprintf(ttl_texts[k], sizeof(ttl_texts[k]), "%d", ttls_ms[k]);
+		script_command(&commands[k], &extend_script, locks[k].key, locks[k].token,
+					   ttl_texts[k], results[k].quorum);
+	}
+
+	start_ms = redlock_clock_ms();
+	redlock_nodes_run(set, commands, n, false, outcomes);
+	elapsed_ms = redlock_clock_ms() - start_ms;
+
+	for (int k = 0; k < n; k++)
+	{
+		RedlockResult *result = &results[k];
+		RedlockNodeOutcome *mine = &outcomes[k * count];
+		double		drift_ms = clock_drift_ms(ttls_ms[k]);
+
+		result->elapsed_ms = elapsed_ms;
+		result->attempts = 1;
+		debug_outcomes(set, "extend", locks[k].key, mine, count, elapsed_ms);
+		count_integer_replies(mine, result);
+
+		if (result->accepted >= result->quorum && ttls_ms[k] - elapsed_ms - drift_ms > 0)
+		{
+			result->status = REDLOCK_OK;
+			result->valid_until_ms = start_ms + ttls_ms[k] - drift_ms;
+			if (!renewal)
+				redlock_stats_count(REDLOCK_STAT_EXTENDED);
+		}
+		else if (result->accepted >= result->quorum ||
+				 result->answered - result->accepted > result->node_count - result->quorum)
+		{
+			/*
+			 * Lost for certain: more masters than a quorum can spare said our key is
+			 * gone (or a quorum extended it too late to leave any validity).
+			 */
+			result->status = REDLOCK_BUSY;
+			if (!renewal)
+				redlock_stats_count(REDLOCK_STAT_EXTEND_LOST);
+		}
+		else
+		{
+			/*
+			 * Not enough answers to tell: the masters that did not answer may still
+			 * hold it.  Unknown, not lost: the caller keeps the lock with capped
+			 * validity and leaves its keys to their TTL, since deleting them could
+			 * free a lock that a quorum still grants us.
+			 */
+			result->status = REDLOCK_UNAVAILABLE;
+			result->node_errors = collect_node_errors(set, mine, count);
+		}
+	}
+	pfree(outcomes);
+	pfree(ttl_texts);
+	pfree(commands);
+}
+
+/*
+ * redlock_quorum_extend
+ *		redlock_quorum_extend_many for one lock: sets a TTL of ttl_ms milliseconds on
+ *		key where it still holds token (spec §6); result as described there.  Raises
+ *		what an interrupted wait raises.
  */
 void
 redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token, int ttl_ms,
 					  RedlockResult *result)
 {
-	RedlockNodeOutcome *outcomes;
-	RedlockCommand command;
-	char		ttl_text[16];
-	double		start_ms;
+	RedlockKeyToken kt = {key, token};
 
-	result_init(set, result);
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
-	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
-	script_command(&command, &extend_script, key, token, ttl_text, result->quorum);
-
-	start_ms = redlock_clock_ms();
-	redlock_nodes_run(set, &command, 1, false, outcomes);
-	result->elapsed_ms = redlock_clock_ms() - start_ms;
-	result->attempts = 1;
-	debug_outcomes(set, "extend", key, outcomes, result->node_count, result->elapsed_ms);
-	count_integer_replies(outcomes, result);
-
-	if (result->accepted >= result->quorum &&
-		ttl_ms - result->elapsed_ms - clock_drift_ms(ttl_ms) > 0)
-	{
-		result->status = REDLOCK_OK;
-		result->valid_until_ms = start_ms + ttl_ms - clock_drift_ms(ttl_ms);
-		redlock_stats_count(REDLOCK_STAT_EXTENDED);
-	}
-	else if (result->accepted >= result->quorum ||
-			 result->answered - result->accepted > result->node_count - result->quorum)
-	{
-		/*
-		 * Lost for certain: more masters than a quorum can spare said our key is
-		 * gone (or a quorum extended it too late to leave any validity).
-		 */
-		result->status = REDLOCK_BUSY;
-		redlock_stats_count(REDLOCK_STAT_EXTEND_LOST);
-	}
-	else
-	{
-		/*
-		 * Not enough answers to tell: the masters that did not answer may still hold
-		 * it.  Unknown, not lost: the caller keeps the lock with capped validity and
-		 * leaves its keys to their TTL, since deleting them could free a lock that a
-		 * quorum still grants us.
-		 */
-		result->status = REDLOCK_UNAVAILABLE;
-		result->node_errors = collect_node_errors(set, outcomes, result->node_count);
-	}
-	pfree(outcomes);
+	redlock_quorum_extend_many(set, &kt, &ttl_ms, 1, false, result);
 }

@@ -17,12 +17,15 @@ void		_PG_init(void);
 
 /*
  * _PG_init
- *		Defines the redlock.* GUCs when the library is loaded, and asks for shared
- *		memory for cluster-wide counters when it is preloaded.
+ *		Defines the redlock.* GUCs when the library is loaded.  When it is preloaded,
+ *		also asks for shared memory (cluster-wide counters, the registry of
+ *		auto-extended locks) and registers the background worker that renews them.
  */
 void
 _PG_init(void)
 {
 	RedlockGucInit();
 	RedlockStatsInit();
+	RedlockRegistryInit();
+	RedlockWorkerInit();
 }

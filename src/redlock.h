@@ -57,10 +57,14 @@ extern char *redlock_username;
 extern char *redlock_password;
 extern int	redlock_database;
 extern int	redlock_commit_margin_ms;
+extern bool redlock_auto_extend;
+extern bool redlock_cancel_on_loss;
+extern int	redlock_max_auto_extended_locks;
 extern const RedlockServerList *redlock_server_list;
 extern uint64 redlock_connection_generation;
 
 extern void RedlockGucInit(void);
+extern const char *redlock_servers_text(void);
 
 /* ---- the clock: clock.c (a leaf) ---- */
 
@@ -135,6 +139,9 @@ typedef struct RedlockNodeSet RedlockNodeSet;
 
 extern void redlock_script_register(RedlockScript *script);
 extern RedlockNodeSet *redlock_nodeset_current(void);
+extern RedlockNodeSet *redlock_nodeset_for(const RedlockServerList *list,
+										   const char *username, const char *password,
+										   int database);
 extern void redlock_nodeset_pin(RedlockNodeSet *set);
 extern void redlock_nodeset_unpin(RedlockNodeSet *set);
 extern int	redlock_nodeset_size(const RedlockNodeSet *set);
@@ -155,6 +162,9 @@ typedef enum RedlockCounter
 	REDLOCK_STAT_RELEASED_EXPIRED,	/* ... after their validity had run out */
 	REDLOCK_STAT_EXTENDED,		/* extensions (and re-acquires) that succeeded */
 	REDLOCK_STAT_EXTEND_LOST,	/* extensions that found the lock lost */
+	REDLOCK_STAT_RENEWED,		/* renewals of auto-extended locks that succeeded */
+	REDLOCK_STAT_RENEW_FAILED,	/* ... that fewer than a quorum answered */
+	REDLOCK_STAT_LOCKS_LOST,	/* auto-extended locks the worker gave up on */
 	REDLOCK_STAT_COUNT
 } RedlockCounter;
 
@@ -229,6 +239,113 @@ extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyTok
 										RedlockResult *results);
 extern void redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token,
 								  int ttl_ms, RedlockResult *result);
+extern void redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
+									   const int *ttls_ms, int n, bool renewal,
+									   RedlockResult *results);
+
+/* ---- shared registry of auto-extended locks: registry.c ---- */
+
+#define REDLOCK_REGISTRY_KEY_LEN	(2 * REDLOCK_MAX_RESOURCE_LEN + 64)
+
+/* An owner's reference to its registry entry; index -1 when none. */
+typedef struct RedlockRegistryHandle
+{
+	int			index;
+	uint32		generation;
+} RedlockRegistryHandle;
+
+/* What an owner reads of its auto-extended lock. */
+typedef struct RedlockRegistryView
+{
+	bool		lost;			/* the worker gave up on it */
+	bool		cancel_sent;	/* ... and cancelled the owner's statement */
+	int			ttl_ms;			/* TTL last set */
+	double		valid_until_ms; /* redlock_clock_ms() time */
+	TimestampTz last_renewal;	/* 0 before the first */
+	int64		renewals;
+	TimestampTz lost_at;
+	char		lost_reason[REDLOCK_NODE_ERROR_LEN];
+} RedlockRegistryView;
+
+/* The worker's answer to an owner's request for a new TTL. */
+typedef struct RedlockRenewalAnswer
+{
+	RedlockStatus status;
+	int			node_count;
+	int			quorum;
+	int			accepted;
+	int			answered;
+	int			failed;
+} RedlockRenewalAnswer;
+
+/* One lock in the worker's round (copied out of the registry). */
+typedef struct RedlockRenewal
+{
+	int			index;
+	uint32		generation;
+	int			config;
+	uint32		config_generation;
+	int			ttl_ms;
+	uint64		request_seq;
+	double		valid_until_ms; /* after the cut for this request */
+	char		token[REDLOCK_TOKEN_LEN + 1];
+	char	   *key;
+} RedlockRenewal;
+
+/* The worker's decision on one renewal. */
+typedef struct RedlockRenewalOutcome
+{
+	RedlockRenewalAnswer answer;
+	double		valid_until_ms; /* when renewed */
+	double		next_renewal_ms;	/* when not lost */
+	char		lost_reason[REDLOCK_NODE_ERROR_LEN];	/* "" unless lost */
+} RedlockRenewalOutcome;
+
+/* A configuration locks were taken under, as the worker reads it. */
+typedef struct RedlockRegistryConfig
+{
+	int			database;
+	char		servers[8192];
+	char		username[256];
+	char		password[256];
+} RedlockRegistryConfig;
+
+/*
+ * When an auto-extended lock is renewed: once only two thirds of its TTL are left of
+ * its validity, i.e. every TTL/3 (a redlock_clock_ms() time).
+ */
+static inline double
+redlock_renewal_due_ms(int ttl_ms, double valid_until_ms)
+{
+	return valid_until_ms - ttl_ms * 2.0 / 3.0;
+}
+
+extern void RedlockRegistryInit(void);
+extern bool redlock_registry_ready(void);
+extern void redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
+									 RedlockRegistryHandle *handle);
+extern void redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token,
+									  int ttl_ms, double valid_until_ms);
+extern void redlock_registry_remove(RedlockRegistryHandle *handle);
+extern bool redlock_registry_view(const RedlockRegistryHandle *handle,
+								  RedlockRegistryView *view);
+extern bool redlock_registry_cancel_sent(const RedlockRegistryHandle *handle, char *reason,
+										 size_t len);
+extern void redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
+									RedlockResult *result);
+extern void redlock_registry_worker_attach(void);
+extern void redlock_registry_worker_detach(void);
+extern int	redlock_registry_due(double now_ms, RedlockRenewal **renewals,
+								 double *next_due_ms);
+extern bool redlock_registry_config(int slot, uint32 generation, RedlockRegistryConfig *out);
+extern void redlock_registry_renewed(const RedlockRenewal *renewals,
+									 const RedlockRenewalOutcome *outcomes, int n);
+extern void redlock_registry_round_done(double round_ms, int locks);
+extern bool redlock_registry_figures(int *locks, double *round_ms, int *round_locks);
+
+/* ---- the background worker: worker.c ---- */
+
+extern void RedlockWorkerInit(void);
 
 /* ---- lock table: locktable.c ---- */
 
@@ -245,6 +362,7 @@ typedef struct RedlockReleaseInfo
 	bool		acquired;		/* false: an attempt cut short, never acquired */
 	bool		expired;		/* validity had run out before the release */
 	bool		reconfigured;	/* taken under a configuration no longer in force */
+	const char *lost_reason;	/* auto-extended and given up on: why; else NULL */
 	RedlockResult result;		/* the release on the nodes */
 } RedlockReleaseInfo;
 
@@ -262,6 +380,10 @@ typedef struct RedlockLockInfo
 	TimestampTz acquired_at;
 	TimestampTz valid_until;
 	double		validity_ms;	/* remaining, <= 0 once run out */
+	bool		auto_extended;	/* renewed by the background worker */
+	bool		lost;			/* ... which gave up on it */
+	TimestampTz last_renewal;	/* 0 before the first */
+	int64		renewals;
 } RedlockLockInfo;
 
 typedef enum RedlockHoldStatus
@@ -284,6 +406,9 @@ extern int	redlock_lock_release_session(RedlockReleaseReport report);
 extern int	redlock_lock_list(RedlockLockInfo **locks);
 extern bool redlock_lock_xact_pending(void);
 extern const char *redlock_lock_first_expired_xact(void);
+extern const char *redlock_lock_first_lost_in_xact(char **reason);
+extern const char *redlock_lock_cancel_explanation(char **reason);
+extern bool redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result);
 extern void redlock_lock_xact_end(bool commit, RedlockReleaseReport report);
 extern void redlock_lock_subxact_end(bool commit, SubTransactionId subid,
 									 SubTransactionId parent,

@@ -40,7 +40,12 @@ redlock_warn_release(const RedlockReleaseInfo *info)
 	if (!info->acquired || in_error_recursion_trouble())
 		return;
 
-	if (info->reconfigured)
+	if (info->lost_reason)
+		ereport(WARNING,
+				(errmsg("lock on resource \"%s\" had been lost before it was released", info->resource),
+				 errdetail("The redlock background worker could not keep it alive: %s.",
+						   info->lost_reason)));
+	else if (info->reconfigured)
 		ereport(WARNING,
 				(errmsg("lock on resource \"%s\" was lost when the Redis masters or credentials changed",
 						info->resource),

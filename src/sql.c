@@ -236,6 +236,41 @@ redlock_xact_acquire(PG_FUNCTION_ARGS)
 }
 
 /*
+ * redlock_claim(resource text, ttl_ms integer) RETURNS boolean
+ *
+ * Claims resource for ttl_ms milliseconds with one quorum acquire (spec §3) that
+ * nothing releases: not redlock_release, commit, abort or exit.  The claim ends when
+ * its TTL runs out, so exactly one caller per resource wins within the TTL: for work
+ * that must run at most once per scheduled fire, with a resource that names the fire
+ * (e.g. 'billing:' || date_trunc('minute', now())).  One attempt, no retry.
+ *
+ * Returns true when claimed, false when claimed elsewhere.
+ * Errors: 22004 NULL resource or TTL; 22023 empty or too long resource, bad TTL, no
+ * servers configured; 25000 in a parallel worker; 08006 fewer than a quorum of
+ * masters answered.
+ */
+PG_FUNCTION_INFO_V1(redlock_claim);
+Datum
+redlock_claim(PG_FUNCTION_ARGS)
+{
+	char	   *resource = arg_resource(fcinfo, 0);
+	int			ttl_ms = arg_ttl(fcinfo, 1, false, 0);
+	RedlockResult result;
+
+	refuse_parallel_mode();
+	require_servers();
+	if (redlock_lock_claim(resource, ttl_ms, &result))
+		PG_RETURN_BOOL(true);
+	if (result.status == REDLOCK_UNAVAILABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not claim resource \"%s\": %d of %d Redis masters answered, %d needed",
+						resource, result.answered, result.node_count, result.quorum),
+				 redlock_errdetail_nodes(&result)));
+	PG_RETURN_BOOL(false);
+}
+
+/*
  * redlock_release(resource text) RETURNS boolean
  *
  * Drops one session-scoped hold on resource; when none is left, deletes the key on
@@ -336,19 +371,24 @@ redlock_release_all(PG_FUNCTION_ARGS)
  * ('session' when any session hold exists, else 'transaction'), session_holds,
  * xact_holds, ttl_ms (of the last acquire or extend), acquired_at, valid_until,
  * validity_ms (remaining validity time, 0 once run out), nodes (masters that accepted
- * the last acquire or extend).  Raises nothing of its own.
+ * the last acquire or extend); from 1.3 also auto_extended (renewed by the background
+ * worker), lost (the worker gave up on it), last_renewal (NULL before the first) and
+ * renewals.  Fills as many columns as the installed SQL definition has (10 or 14).
+ * Raises nothing of its own.
  */
 PG_FUNCTION_INFO_V1(redlock_locks);
 Datum
 redlock_locks(PG_FUNCTION_ARGS)
 {
-#define REDLOCK_LOCKS_COLS 10
+#define REDLOCK_LOCKS_COLS_1_0 10
+#define REDLOCK_LOCKS_COLS 14
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	RedlockLockInfo *locks;
 	int			n;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS)
+	if (rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS &&
+		rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS_1_0)
 		elog(ERROR, "incorrect number of output arguments");
 
 	n = redlock_lock_list(&locks);
@@ -368,6 +408,11 @@ redlock_locks(PG_FUNCTION_ARGS)
 		values[7] = TimestampTzGetDatum(lock->valid_until);
 		values[8] = Int32GetDatum(lock->validity_ms > 0 ? (int32) lock->validity_ms : 0);
 		values[9] = Int32GetDatum(lock->nodes);
+		values[10] = BoolGetDatum(lock->auto_extended);
+		values[11] = BoolGetDatum(lock->lost);
+		values[12] = TimestampTzGetDatum(lock->last_renewal);
+		nulls[12] = (lock->last_renewal == 0);
+		values[13] = Int64GetDatum(lock->renewals);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -431,31 +476,46 @@ redlock_nodes(PG_FUNCTION_ARGS)
  * the library is in shared_preload_libraries and they are shared, else 'backend'),
  * attempts, acquired, busy, unavailable (acquire attempts and how they ended),
  * released, released_after_expiry, extended, extend_lost, acquire_latency_mean_ms and
- * acquire_latency_max_ms (of the attempts that acquired, in ms), reset_at.  Raises
- * nothing of its own.
+ * acquire_latency_max_ms (of the attempts that acquired, in ms), reset_at; from 1.3
+ * also renewals, renewals_failed and locks_lost (the background worker's renewals of
+ * auto-extended locks: succeeded, answered by fewer than a quorum, given up on),
+ * auto_extended_locks (registered now), renewal_round_ms and renewal_round_locks (the
+ * worker's last round: duration in ms, locks renewed).  Fills as many columns as the
+ * installed SQL definition has (12 or 18).  Raises nothing of its own.
  */
 PG_FUNCTION_INFO_V1(redlock_stats);
 Datum
 redlock_stats(PG_FUNCTION_ARGS)
 {
-#define REDLOCK_STATS_COLS 12
+#define REDLOCK_STATS_COLS_1_1 12
+#define REDLOCK_STATS_COLS 18
 	TupleDesc	tupdesc;
 	Datum		values[REDLOCK_STATS_COLS];
 	bool		nulls[REDLOCK_STATS_COLS] = {0};
 	RedlockStatsSnapshot snapshot;
+	int			registered;
+	double		round_ms;
+	int			round_locks;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts != REDLOCK_STATS_COLS)
+	if (tupdesc->natts != REDLOCK_STATS_COLS && tupdesc->natts != REDLOCK_STATS_COLS_1_1)
 		elog(ERROR, "incorrect number of output arguments");
 
 	redlock_stats_snapshot(&snapshot);
 	values[0] = CStringGetTextDatum(snapshot.cluster_wide ? "cluster" : "backend");
-	for (int i = 0; i < REDLOCK_STAT_COUNT; i++)
+	for (int i = 0; i <= REDLOCK_STAT_EXTEND_LOST; i++)
 		values[1 + i] = Int64GetDatum((int64) snapshot.counters[i]);
 	values[9] = Float8GetDatum(snapshot.acquire_latency_mean_ms);
 	values[10] = Float8GetDatum(snapshot.acquire_latency_max_ms);
 	values[11] = TimestampTzGetDatum(snapshot.reset_at);
+	values[12] = Int64GetDatum((int64) snapshot.counters[REDLOCK_STAT_RENEWED]);
+	values[13] = Int64GetDatum((int64) snapshot.counters[REDLOCK_STAT_RENEW_FAILED]);
+	values[14] = Int64GetDatum((int64) snapshot.counters[REDLOCK_STAT_LOCKS_LOST]);
+	(void) redlock_registry_figures(&registered, &round_ms, &round_locks);
+	values[15] = Int32GetDatum(registered);
+	values[16] = Float8GetDatum(round_ms);
+	values[17] = Int32GetDatum(round_locks);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
 

@@ -14,6 +14,10 @@
  * ..., it was already committed" (a PANIC): whatever is raised there anyway (out of
  * memory, a failing wait set) is caught and reported as a WARNING.
  *
+ * An error-report hook words the cancel the background worker sends when an
+ * auto-extended lock is lost, and the commit check refuses the transaction that was
+ * running then (see redlock_lock_first_lost_in_xact).
+ *
  * The hooks are registered on first use rather than in _PG_init, so that a library
  * preloaded into the postmaster still registers them in each backend.
  *
@@ -24,10 +28,12 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "utils/elog.h"
 
 #include "redlock.h"
 
 static bool hooks_registered = false;
+static emit_log_hook_type prev_emit_log_hook = NULL;
 
 /*
  * Runs fn(arg) and turns any ERROR it raises into a WARNING saying when (what), for
@@ -81,6 +87,7 @@ static void
 xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	const char *resource;
+	char	   *reason;
 
 	if (!redlock_lock_xact_pending())
 		return;
@@ -89,6 +96,13 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			/* The work a lost or expired lock guarded must not become visible. */
+			resource = redlock_lock_first_lost_in_xact(&reason);
+			if (resource)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("lock on resource \"%s\" was lost during this transaction", resource),
+						 errdetail("The redlock background worker could not keep it alive: %s.", reason),
+						 errhint("Turn redlock.cancel_on_loss off before acquiring the lock to let such transactions commit.")));
 			resource = redlock_lock_first_expired_xact();
 			if (resource)
 				ereport(ERROR,
@@ -134,6 +148,33 @@ exit_callback(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
 }
 
 /*
+ * When the background worker cancelled this backend's statement because an
+ * auto-extended lock was lost, the cancel's error (57014, "canceling statement due to
+ * user request") says so instead: the one place PostgreSQL lets an extension word an
+ * interrupt's error.  The SQLSTATE stays, so that callers still see a cancel.
+ */
+static void
+explain_cancel(ErrorData *edata)
+{
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+	if (edata->elevel == ERROR && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+	{
+		char	   *reason;
+		const char *resource = redlock_lock_cancel_explanation(&reason);
+
+		if (resource)
+		{
+			edata->message = psprintf("canceling statement because lock on resource \"%s\" was lost",
+									  resource);
+			edata->detail = psprintf("The redlock background worker could not keep it alive: %s.",
+									 reason);
+			edata->hint = pstrdup("The lock is no longer held; release it, and run the work again once it is acquired anew.");
+		}
+	}
+}
+
+/*
  * redlock_hooks_register
  *		Registers the transaction, subtransaction and exit hooks, once per backend.
  *		Called before the first lock operation.  Raises nothing.
@@ -146,5 +187,7 @@ redlock_hooks_register(void)
 	RegisterXactCallback(xact_callback, NULL);
 	RegisterSubXactCallback(subxact_callback, NULL);
 	before_shmem_exit(exit_callback, (Datum) 0);
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = explain_cancel;
 	hooks_registered = true;
 }

@@ -1,0 +1,790 @@
+/*-------------------------------------------------------------------------
+ *
+ * registry.c
+ *	  The shared registry of auto-extended locks: what the background worker keeps
+ *	  alive, and what it found lost.
+ *
+ * Shared memory, present only when the library is preloaded.  An owner (a backend)
+ * reserves an entry before its acquire goes out (so a full registry fails the call
+ * before any key is set), activates it once the lock is held, and removes it when the
+ * lock is released, let go of or forgotten (release, (sub)transaction abort, exit).
+ * The worker renews active entries; only it sends their extensions, over its one
+ * connection per master, so that the extensions of one lock reach each master in
+ * order.  An owner that wants another TTL (redlock_extend, a re-acquire) asks the
+ * worker through the entry and waits for its answer.
+ *
+ * An entry carries the configuration its lock was taken under (servers, credentials,
+ * database), shared between entries through a few reference-counted slots, so that
+ * renewals reach the masters the lock is on whatever redlock.servers says now.
+ *
+ * A lock the worker gives up on is marked lost, with when and why; if its owner asked
+ * for it (redlock.cancel_on_loss), the worker cancels the owner's statement, under
+ * the registry lock and only while the entry is still the owner's, so that a lock
+ * released meanwhile never cancels anything.
+ *
+ * One LWLock guards everything; nobody holds it across network waits or anything that
+ * may raise.  Owners wait for the worker's answers on a condition variable.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "miscadmin.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "redlock.h"
+
+#define REGISTRY_CONFIGS			16
+#define REGISTRY_SERVERS_LEN		(sizeof(((RedlockRegistryConfig *) 0)->servers) - 1)
+#define REGISTRY_CREDENTIAL_LEN		(sizeof(((RedlockRegistryConfig *) 0)->username) - 1)
+
+typedef enum EntryState
+{
+	ENTRY_FREE,
+	ENTRY_RESERVED,				/* the owner's acquire is under way */
+	ENTRY_ACTIVE,				/* held: the worker renews it */
+	ENTRY_LOST					/* the worker gave up on it; the owner has not let go */
+} EntryState;
+
+/* One configuration locks were taken under. */
+typedef struct RegistryConfig
+{
+	int			refs;			/* entries using it; 0: free */
+	uint32		generation;		/* bumped when the slot is reused */
+	RedlockRegistryConfig c;	/* servers, credentials, database */
+} RegistryConfig;
+
+/* One auto-extended lock.  Beyond state and generation, fields mean nothing when free. */
+typedef struct RegistryEntry
+{
+	EntryState	state;
+	uint32		generation;		/* bumped on each reservation: handles go stale */
+	int			owner_pid;
+	int			owner_procno;
+	int			config;
+	bool		cancel_on_loss;
+	bool		cancel_sent;
+	bool		renewing;		/* in the worker's round now */
+	int			ttl_ms;
+	double		valid_until_ms;
+	double		next_renewal_ms;
+	TimestampTz last_renewal;	/* 0 before the first */
+	TimestampTz lost_at;
+	int64		renewals;
+	uint64		request_seq;	/* owner's requests for a new TTL */
+	uint64		done_seq;		/* the last one the worker answered */
+	int			requested_ttl_ms;
+	RedlockRenewalAnswer answer;	/* the worker's answer to done_seq */
+	int			prefix_len;		/* bytes of redlock.key_prefix at the start of key */
+	char		token[REDLOCK_TOKEN_LEN + 1];
+	char		lost_reason[REDLOCK_NODE_ERROR_LEN];
+	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];
+} RegistryEntry;
+
+typedef struct RegistryShared
+{
+	LWLock	   *lock;
+	ConditionVariable answered; /* the worker answered an owner's request */
+	Latch	   *worker_latch;	/* NULL while no worker runs */
+	int			worker_pid;
+	int			max_entries;
+	int			used;
+	int			next_free;		/* where to start looking for a free entry */
+	double		round_ms;		/* the worker's last renewal round */
+	int			round_locks;
+	RegistryConfig configs[REGISTRY_CONFIGS];
+	RegistryEntry entries[FLEXIBLE_ARRAY_MEMBER];
+} RegistryShared;
+
+static RegistryShared *registry = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static Size
+registry_size(void)
+{
+	return add_size(offsetof(RegistryShared, entries),
+					mul_size(redlock_max_auto_extended_locks, sizeof(RegistryEntry)));
+}
+
+static void
+registry_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(registry_size()));
+	RequestNamedLWLockTranche("redlock registry", 1);
+}
+
+static void
+registry_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	registry = ShmemInitStruct("redlock registry", registry_size(), &found);
+	if (!found)
+	{
+		/* A fresh start, or a restart after a crash: nothing is extended any more. */
+		memset(registry, 0, registry_size());
+		registry->lock = &(GetNamedLWLockTranche("redlock registry"))->lock;
+		ConditionVariableInit(&registry->answered);
+		registry->max_entries = redlock_max_auto_extended_locks;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * RedlockRegistryInit
+ *		Asks for the registry's shared memory and LWLock when the library is being
+ *		preloaded.  Called from _PG_init after the GUCs are defined.  Raises nothing.
+ */
+void
+RedlockRegistryInit(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = registry_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = registry_shmem_startup;
+}
+
+/*
+ * redlock_registry_ready
+ *		True when the registry exists (the library is preloaded).
+ */
+bool
+redlock_registry_ready(void)
+{
+	return registry != NULL;
+}
+
+/* The entry of handle, or NULL when it is stale (removed, reused). Lock held. */
+static RegistryEntry *
+entry_of(const RedlockRegistryHandle *handle)
+{
+	RegistryEntry *entry;
+
+	if (handle->index < 0 || handle->index >= registry->max_entries)
+		return NULL;
+	entry = &registry->entries[handle->index];
+	if (entry->state == ENTRY_FREE || entry->generation != handle->generation)
+		return NULL;
+	return entry;
+}
+
+/* The config slot for the configuration in force, referenced once more. Lock held. */
+static int
+config_acquire(void)
+{
+	const char *servers = redlock_servers_text();
+	const char *username = redlock_username ? redlock_username : "";
+	const char *password = redlock_password ? redlock_password : "";
+	int			free_slot = -1;
+
+	for (int i = 0; i < REGISTRY_CONFIGS; i++)
+	{
+		RegistryConfig *c = &registry->configs[i];
+
+		if (c->refs == 0)
+		{
+			if (free_slot < 0)
+				free_slot = i;
+			continue;
+		}
+		if (c->c.database == redlock_database && strcmp(c->c.servers, servers) == 0 &&
+			strcmp(c->c.username, username) == 0 && strcmp(c->c.password, password) == 0)
+		{
+			c->refs++;
+			return i;
+		}
+	}
+	if (free_slot >= 0)
+	{
+		RegistryConfig *c = &registry->configs[free_slot];
+
+		c->refs = 1;
+		c->generation++;
+		c->c.database = redlock_database;
+		strlcpy(c->c.servers, servers, sizeof(c->c.servers));
+		strlcpy(c->c.username, username, sizeof(c->c.username));
+		strlcpy(c->c.password, password, sizeof(c->c.password));
+	}
+	return free_slot;
+}
+
+static void
+config_release(int slot)
+{
+	Assert(registry->configs[slot].refs > 0);
+	registry->configs[slot].refs--;
+}
+
+static void
+wake_worker(void)
+{
+	Latch	   *latch = registry->worker_latch;
+
+	if (latch)
+		SetLatch(latch);
+}
+
+/*
+ * redlock_registry_reserve
+ *		Reserves an entry for a lock about to be acquired with auto-extension, under
+ *		the configuration in force, owned by this backend.
+ *
+ * key: the lock's Redis key; prefix_len: how many of its first bytes are
+ *		redlock.key_prefix (the rest names the resource in the worker's log).
+ * cancel_on_loss: cancel this backend's statement if the lock is lost.
+ * handle: set to the entry.
+ *
+ * Errors: 55000 when the library is not preloaded; 54000 when the key or the
+ * configuration is longer than the registry keeps; 53400 when the registry is full
+ * (redlock.max_auto_extended_locks) or holds too many distinct configurations.
+ */
+void
+redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
+						 RedlockRegistryHandle *handle)
+{
+	RegistryEntry *entry = NULL;
+	int			config;
+
+	if (registry == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("redlock.auto_extend requires redlock to be loaded via shared_preload_libraries"),
+				 errhint("Add redlock to shared_preload_libraries and restart the server, or turn redlock.auto_extend off and extend the lock with redlock_extend().")));
+	if (strlen(key) > REDLOCK_REGISTRY_KEY_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("key of an auto-extended lock is too long"),
+				 errdetail("The Redis key is %zu bytes long; auto-extended locks allow %d.",
+						   strlen(key), REDLOCK_REGISTRY_KEY_LEN)));
+	if (strlen(redlock_servers_text()) > REGISTRY_SERVERS_LEN ||
+		(redlock_username && strlen(redlock_username) > REGISTRY_CREDENTIAL_LEN) ||
+		(redlock_password && strlen(redlock_password) > REGISTRY_CREDENTIAL_LEN))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("redlock configuration is too long for auto-extended locks"),
+				 errdetail("Auto-extended locks allow %d bytes of redlock.servers and %d of redlock.username and redlock.password.",
+						   (int) REGISTRY_SERVERS_LEN, (int) REGISTRY_CREDENTIAL_LEN)));
+
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	config = config_acquire();
+	if (config >= 0 && registry->used < registry->max_entries)
+	{
+		for (int k = 0; k < registry->max_entries; k++)
+		{
+			int			i = (registry->next_free + k) % registry->max_entries;
+
+			if (registry->entries[i].state == ENTRY_FREE)
+			{
+				entry = &registry->entries[i];
+				handle->index = i;
+				registry->next_free = (i + 1) % registry->max_entries;
+				break;
+			}
+		}
+	}
+	if (entry == NULL)
+	{
+		int			used = registry->used;
+
+		if (config >= 0)
+			config_release(config);
+		LWLockRelease(registry->lock);
+		if (config < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many redlock configurations in use by auto-extended locks"),
+					 errdetail("Auto-extended locks are held under %d distinct redlock.servers, credentials and database settings.",
+							   REGISTRY_CONFIGS)));
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many auto-extended redlock locks"),
+				 errdetail("%d auto-extended locks are held in this cluster.", used),
+				 errhint("Raise redlock.max_auto_extended_locks (a server restart is needed).")));
+	}
+
+	entry->generation++;
+	handle->generation = entry->generation;
+	entry->state = ENTRY_RESERVED;
+	entry->owner_pid = MyProcPid;
+	entry->owner_procno = MyProc->pgprocno;
+	entry->config = config;
+	entry->cancel_on_loss = cancel_on_loss;
+	entry->cancel_sent = false;
+	entry->renewing = false;
+	entry->ttl_ms = 0;
+	entry->valid_until_ms = 0;
+	entry->next_renewal_ms = 0;
+	entry->last_renewal = 0;
+	entry->lost_at = 0;
+	entry->renewals = 0;
+	entry->request_seq = entry->done_seq = 0;
+	entry->prefix_len = prefix_len;
+	entry->token[0] = '\0';
+	entry->lost_reason[0] = '\0';
+	strlcpy(entry->key, key, sizeof(entry->key));
+	registry->used++;
+	LWLockRelease(registry->lock);
+}
+
+/*
+ * redlock_registry_activate
+ *		Marks a reserved entry held: token as acquired, ttl_ms milliseconds, valid
+ *		until valid_until_ms (a redlock_clock_ms() time).  The worker renews it first a
+ *		third of the TTL after the acquire started.  Raises nothing.
+ */
+void
+redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token,
+						  int ttl_ms, double valid_until_ms)
+{
+	RegistryEntry *entry;
+
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	entry = entry_of(handle);
+	if (entry && entry->state == ENTRY_RESERVED)
+	{
+		entry->state = ENTRY_ACTIVE;
+		strlcpy(entry->token, token, sizeof(entry->token));
+		entry->ttl_ms = ttl_ms;
+		entry->valid_until_ms = valid_until_ms;
+		entry->next_renewal_ms = redlock_renewal_due_ms(ttl_ms, valid_until_ms);
+		entry->last_renewal = 0;
+	}
+	LWLockRelease(registry->lock);
+	wake_worker();
+}
+
+/*
+ * redlock_registry_remove
+ *		Removes the entry of handle, if it is still there, and marks handle empty: the
+ *		worker no longer renews the lock and can no longer cancel for it.  For release
+ *		and cleanup paths: raises nothing.
+ */
+void
+redlock_registry_remove(RedlockRegistryHandle *handle)
+{
+	RegistryEntry *entry;
+
+	if (handle->index < 0 || registry == NULL)
+		return;
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	entry = entry_of(handle);
+	if (entry)
+	{
+		config_release(entry->config);
+		entry->state = ENTRY_FREE;
+		registry->used--;
+	}
+	LWLockRelease(registry->lock);
+	handle->index = -1;
+}
+
+/*
+ * redlock_registry_view
+ *		Copies what the registry knows of handle's lock into *view.  Returns false when
+ *		the entry is gone (never, while its owner has not removed it).  Raises nothing.
+ */
+bool
+redlock_registry_view(const RedlockRegistryHandle *handle, RedlockRegistryView *view)
+{
+	RegistryEntry *entry;
+
+	memset(view, 0, sizeof(*view));
+	if (handle->index < 0 || registry == NULL)
+		return false;
+	LWLockAcquire(registry->lock, LW_SHARED);
+	entry = entry_of(handle);
+	if (entry)
+	{
+		view->lost = (entry->state == ENTRY_LOST);
+		view->cancel_sent = entry->cancel_sent;
+		view->ttl_ms = entry->ttl_ms;
+		view->valid_until_ms = entry->valid_until_ms;
+		view->last_renewal = entry->last_renewal;
+		view->renewals = entry->renewals;
+		view->lost_at = entry->lost_at;
+		strlcpy(view->lost_reason, entry->lost_reason, sizeof(view->lost_reason));
+	}
+	LWLockRelease(registry->lock);
+	return entry != NULL;
+}
+
+/*
+ * redlock_registry_cancel_sent
+ *		True when the worker cancelled this backend's statement for handle's lock; its
+ *		reason is then copied into reason (len bytes).  Reads without the lock, for the
+ *		error-report hook (which must not wait on an LWLock).  Raises nothing.
+ */
+bool
+redlock_registry_cancel_sent(const RedlockRegistryHandle *handle, char *reason, size_t len)
+{
+	volatile RegistryEntry *entry;
+
+	if (handle->index < 0 || registry == NULL || handle->index >= registry->max_entries)
+		return false;
+	entry = &registry->entries[handle->index];
+	if (entry->generation != handle->generation || entry->state != ENTRY_LOST ||
+		!entry->cancel_sent)
+		return false;
+	/* Written before cancel_sent, and never again while the owner keeps the entry. */
+	pg_read_barrier();
+	strlcpy(reason, (const char *) entry->lost_reason, len);
+	return true;
+}
+
+/*
+ * redlock_registry_extend
+ *		Asks the worker to set a TTL of ttl_ms milliseconds on handle's lock (spec §6) in
+ *		its next round, and waits for its answer: the owner of an auto-extended lock
+ *		never sends extensions itself, so that they reach each master in order.
+ *
+ * result: REDLOCK_OK (extended; valid_until_ms set), REDLOCK_BUSY (lost: the entry
+ *		is marked lost), or REDLOCK_UNAVAILABLE (fewer than a quorum answered, the
+ *		worker did not answer in time, or the lock had already been given up on
+ *		without an answer), with the figures the worker saw.
+ *
+ * Raises what an interrupted wait raises (57014); the worker still answers the
+ * request later.
+ */
+void
+redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
+						RedlockResult *result)
+{
+	RegistryEntry *entry;
+	uint64		seq = 0;
+	double		deadline_ms;
+
+	memset(result, 0, sizeof(*result));
+	result->status = REDLOCK_UNAVAILABLE;
+	result->attempts = 1;
+
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	entry = entry_of(handle);
+	if (entry && entry->state == ENTRY_ACTIVE)
+	{
+		seq = ++entry->request_seq;
+		entry->requested_ttl_ms = ttl_ms;
+	}
+	else if (entry && entry->state == ENTRY_LOST)
+		result->status = REDLOCK_BUSY;
+	LWLockRelease(registry->lock);
+	if (seq == 0)
+		return;
+	wake_worker();
+
+	/* The worker's round is bounded by its timeouts; allow for two and a margin. */
+	deadline_ms = redlock_clock_ms() + 2.0 * (redlock_connect_timeout_ms + redlock_timeout_ms) + 1000;
+	ConditionVariablePrepareToSleep(&registry->answered);
+	for (;;)
+	{
+		bool		done = false;
+		double		now;
+
+		LWLockAcquire(registry->lock, LW_SHARED);
+		entry = entry_of(handle);
+		if (entry == NULL)
+			done = true;
+		else if (entry->done_seq >= seq)
+		{
+			done = true;
+			result->status = entry->answer.status;
+			result->node_count = entry->answer.node_count;
+			result->quorum = entry->answer.quorum;
+			result->accepted = entry->answer.accepted;
+			result->answered = entry->answer.answered;
+			result->failed = entry->answer.failed;
+			result->valid_until_ms = entry->valid_until_ms;
+		}
+		else if (entry->state == ENTRY_LOST)
+		{
+			done = true;
+			result->status = REDLOCK_BUSY;
+		}
+		LWLockRelease(registry->lock);
+		now = redlock_clock_ms();
+		if (done || now >= deadline_ms)
+			break;
+		(void) ConditionVariableTimedSleep(&registry->answered, (long) (deadline_ms - now) + 1,
+										   PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+}
+
+/*---- the worker's side ----*/
+
+/*
+ * redlock_registry_worker_attach
+ *		Called by the worker when it starts: publishes its latch (owners set it when
+ *		they add a lock or ask for an extension) and takes over entries a previous
+ *		worker left in a round.  Raises nothing.
+ */
+void
+redlock_registry_worker_attach(void)
+{
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	registry->worker_latch = MyLatch;
+	registry->worker_pid = MyProcPid;
+	for (int i = 0; i < registry->max_entries; i++)
+		registry->entries[i].renewing = false;
+	LWLockRelease(registry->lock);
+}
+
+/*
+ * redlock_registry_worker_detach
+ *		Called at worker exit: owners stop setting its latch.  Raises nothing.
+ */
+void
+redlock_registry_worker_detach(void)
+{
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	registry->worker_latch = NULL;
+	registry->worker_pid = 0;
+	LWLockRelease(registry->lock);
+}
+
+/* True while entry's owner is still the backend that reserved it. Lock held. */
+static bool
+owner_alive(const RegistryEntry *entry)
+{
+	return entry->owner_procno >= 0 &&
+		entry->owner_procno < (int) ProcGlobal->allProcCount &&
+		ProcGlobal->allProcs[entry->owner_procno].pid == entry->owner_pid;
+}
+
+/*
+ * Marks entry lost for reason, and cancels its owner's statement if it asked for that
+ * and may_cancel (false when the owner is waiting for this very answer). Lock held.
+ */
+static void
+entry_mark_lost(RegistryEntry *entry, const char *reason, bool may_cancel)
+{
+	entry->state = ENTRY_LOST;
+	entry->renewing = false;
+	entry->lost_at = GetCurrentTimestamp();
+	strlcpy(entry->lost_reason, reason, sizeof(entry->lost_reason));
+	redlock_stats_count(REDLOCK_STAT_LOCKS_LOST);
+	ereport(LOG,
+			(errmsg("redlock lock on resource \"%s\" was lost: %s",
+					entry->key + entry->prefix_len, reason),
+			 errdetail("Owner PID %d; %s.", entry->owner_pid,
+					   !may_cancel ? "its redlock_extend() call is told"
+					   : entry->cancel_on_loss ? "its statement is being cancelled"
+					   : "redlock.cancel_on_loss was off")));
+	if (may_cancel && entry->cancel_on_loss && owner_alive(entry))
+	{
+		pg_write_barrier();		/* the reason before the flag (cancel_sent) */
+		entry->cancel_sent = true;
+		pg_write_barrier();
+		/* As pg_cancel_backend: the owner leads its process group. */
+#ifdef HAVE_SETSID
+		if (kill(-entry->owner_pid, SIGINT) != 0)
+#endif
+			(void) kill(entry->owner_pid, SIGINT);
+	}
+}
+
+/*
+ * redlock_registry_due
+ *		Collects the locks to renew now into a palloc'd array (*renewals) and marks
+ *		them in the worker's round; returns how many.
+ *
+ * now_ms: a redlock_clock_ms() time.  A lock is due when its renewal time came (a
+ * third of its TTL after the last success, or a retry after a failure) or its owner
+ * asked for a new TTL.  Before its request goes out, a lock's validity is cut to what
+ * the TTL sent allows from now (redlock_validity_bound_ms).  Entries whose owner is gone
+ * are removed; locks whose validity ran out before they could be renewed (the worker
+ * was not running) are marked lost.
+ * next_due_ms: set to the earliest renewal time among the others (or now + 1 s).
+ * Raises only out-of-memory errors.
+ */
+int
+redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_ms)
+{
+	int			n = 0;
+	int			cap = 64;
+	RedlockRenewal *out = palloc(sizeof(RedlockRenewal) * cap);
+
+	*next_due_ms = now_ms + 1000;
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < registry->max_entries; i++)
+	{
+		RegistryEntry *entry = &registry->entries[i];
+		bool		requested;
+		RedlockRenewal *r;
+
+		if (entry->state == ENTRY_FREE || entry->renewing)
+			continue;
+		if (!owner_alive(entry))
+		{
+			ereport(LOG,
+					(errmsg("redlock stops renewing lock on resource \"%s\": its owner (PID %d) is gone",
+							entry->key + entry->prefix_len, entry->owner_pid)));
+			config_release(entry->config);
+			entry->state = ENTRY_FREE;
+			registry->used--;
+			continue;
+		}
+		if (entry->state != ENTRY_ACTIVE)
+			continue;
+		if (entry->valid_until_ms <= now_ms)
+		{
+			entry_mark_lost(entry, "its validity time ran out before it could be renewed", true);
+			continue;
+		}
+		requested = entry->request_seq != entry->done_seq;
+		if (!requested && entry->next_renewal_ms > now_ms)
+		{
+			*next_due_ms = Min(*next_due_ms, entry->next_renewal_ms);
+			continue;
+		}
+		if (requested)
+			entry->ttl_ms = entry->requested_ttl_ms;
+		entry->valid_until_ms = Min(entry->valid_until_ms,
+									redlock_validity_bound_ms(entry->ttl_ms));
+		entry->renewing = true;
+
+		if (n == cap)
+		{
+			cap *= 2;
+			out = repalloc(out, sizeof(RedlockRenewal) * cap);
+		}
+		r = &out[n++];
+		r->index = i;
+		r->generation = entry->generation;
+		r->config = entry->config;
+		r->config_generation = registry->configs[entry->config].generation;
+		r->ttl_ms = entry->ttl_ms;
+		r->request_seq = entry->request_seq;
+		r->valid_until_ms = entry->valid_until_ms;
+		strlcpy(r->token, entry->token, sizeof(r->token));
+		r->key = pstrdup(entry->key);
+	}
+	LWLockRelease(registry->lock);
+	*renewals = out;
+	return n;
+}
+
+/*
+ * redlock_registry_config
+ *		Copies config slot's configuration (what a lock was taken under) into *out.
+ *		Returns false when the slot was reused since (generation differs).  Raises
+ *		nothing.
+ */
+bool
+redlock_registry_config(int slot, uint32 generation, RedlockRegistryConfig *out)
+{
+	RegistryConfig *c = &registry->configs[slot];
+	bool		same;
+
+	LWLockAcquire(registry->lock, LW_SHARED);
+	same = c->refs > 0 && c->generation == generation;
+	if (same)
+	{
+		*out = c->c;
+	}
+	LWLockRelease(registry->lock);
+	return same;
+}
+
+/*
+ * redlock_registry_renewed
+ *		Records the outcome of the worker's round for renewals[0..n-1]: each renewal's
+ *		decision (outcome) says renewed (with the new validity), retry at a time, or lost
+ *		with a reason; the answers to owners' requests are published and the owners
+ *		woken.  Entries removed meanwhile are skipped.  Raises nothing.
+ */
+void
+redlock_registry_renewed(const RedlockRenewal *renewals, const RedlockRenewalOutcome *outcomes,
+						 int n)
+{
+	bool		answered_any = false;
+
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	for (int k = 0; k < n; k++)
+	{
+		const RedlockRenewal *r = &renewals[k];
+		const RedlockRenewalOutcome *o = &outcomes[k];
+		RegistryEntry *entry = &registry->entries[r->index];
+		bool		answers_owner = (r->request_seq != entry->done_seq);
+
+		if (entry->state == ENTRY_FREE || entry->generation != r->generation)
+			continue;
+		entry->renewing = false;
+		if (answers_owner)
+		{
+			entry->done_seq = r->request_seq;
+			entry->answer = o->answer;
+			answered_any = true;
+		}
+		if (entry->state != ENTRY_ACTIVE)
+			continue;
+		if (o->lost_reason[0] != '\0')
+			entry_mark_lost(entry, o->lost_reason, !answers_owner);
+		else
+		{
+			entry->next_renewal_ms = o->next_renewal_ms;
+			if (o->answer.status == REDLOCK_OK)
+			{
+				entry->valid_until_ms = o->valid_until_ms;
+				entry->last_renewal = GetCurrentTimestamp();
+				entry->renewals++;
+			}
+		}
+	}
+	LWLockRelease(registry->lock);
+	if (answered_any)
+		ConditionVariableBroadcast(&registry->answered);
+}
+
+/*
+ * redlock_registry_round_done
+ *		Records the duration (ms) and size of the worker's last renewal round, for
+ *		redlock_stats().  Raises nothing.
+ */
+void
+redlock_registry_round_done(double round_ms, int locks)
+{
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	registry->round_ms = round_ms;
+	registry->round_locks = locks;
+	LWLockRelease(registry->lock);
+}
+
+/*
+ * redlock_registry_figures
+ *		Sets *locks to the number of auto-extended locks registered in the cluster and
+ *		*round_ms, *round_locks to the worker's last renewal round (ms, locks).
+ *		Returns false (all zero) when the library is not preloaded.  Raises nothing.
+ */
+bool
+redlock_registry_figures(int *locks, double *round_ms, int *round_locks)
+{
+	*locks = 0;
+	*round_ms = 0;
+	*round_locks = 0;
+	if (registry == NULL)
+		return false;
+	LWLockAcquire(registry->lock, LW_SHARED);
+	*locks = registry->used;
+	*round_ms = registry->round_ms;
+	*round_locks = registry->round_locks;
+	LWLockRelease(registry->lock);
+	return true;
+}

@@ -1,0 +1,278 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  The background worker that keeps auto-extended locks alive.
+ *
+ * One per cluster, registered when the library is preloaded, restarted by the
+ * postmaster when it exits with an error.  It reads what to renew from the registry
+ * (registry.c) and renews through the protocol code the backends use (quorum.c), with
+ * its own connections: one per master per configuration, however many locks and
+ * backends.  All the locks due in one wake-up go out in one pipelined round per
+ * configuration.
+ *
+ * The policy (spec §6 applied to a lock nobody extends by hand):
+ *	- renew once only two thirds of the TTL are left of the validity, i.e. every TTL/3;
+ *	- a renewal that a quorum refused (our token is gone from more masters than a
+ *	  quorum can spare) loses the lock at once;
+ *	- a renewal that fewer than a quorum answered is retried every
+ *	  min(redlock.retry_delay, TTL/10) until less than TTL/3 of validity is left, and
+ *	  the lock is then given up, so that its owner is cancelled with that third of the
+ *	  TTL to spare rather than after the validity ran out;
+ *	- a lock whose validity ran out before it could be renewed (no worker ran) is
+ *	  lost; the worker never re-creates a key, only the check-and-PEXPIRE script runs.
+ *
+ * The worker connects to no database; it shows in pg_stat_activity as
+ * "redlock auto-extend", waiting on wait event type Extension.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/wait_event.h"
+
+#include "redlock.h"
+
+PGDLLEXPORT void redlock_worker_main(Datum main_arg);
+
+/* A node set for one registry config slot, kept between rounds. */
+typedef struct CachedSet
+{
+	uint32		generation;
+	RedlockNodeSet *set;
+} CachedSet;
+
+static CachedSet cached_sets[16];
+
+/*
+ * RedlockWorkerInit
+ *		Registers the worker when the library is being preloaded.  Called from
+ *		_PG_init.  Raises nothing.
+ */
+void
+RedlockWorkerInit(void)
+{
+	BackgroundWorker worker;
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	worker.bgw_restart_time = 1;
+	strlcpy(worker.bgw_library_name, "redlock", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "redlock_worker_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "redlock auto-extend worker", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "redlock auto-extend", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+/* The node set for config slot (pinned, cached while the slot keeps its generation). */
+static RedlockNodeSet *
+set_for_slot(int slot, uint32 generation)
+{
+	CachedSet  *cached = &cached_sets[slot];
+	RedlockRegistryConfig *config;
+	RedlockServerList *list;
+	char		errbuf[320];
+
+	if (cached->set && cached->generation == generation)
+		return cached->set;
+	if (cached->set)
+	{
+		redlock_nodeset_unpin(cached->set);
+		cached->set = NULL;
+	}
+	config = palloc(sizeof(RedlockRegistryConfig));
+	if (!redlock_registry_config(slot, generation, config))
+		return NULL;
+	/* The text passed redlock.servers' check when it was set; parse it the same way. */
+	list = redlock_servers_parse(config->servers, errbuf, sizeof(errbuf));
+	if (list == NULL)
+		return NULL;
+	cached->set = redlock_nodeset_for(list, config->username, config->password,
+									  config->database);
+	cached->generation = generation;
+	free(list);
+	pfree(config);
+	return cached->set;
+}
+
+/* Decides what renewal r's result means (see the file header). */
+static void
+decide(const RedlockRenewal *r, const RedlockResult *result, double now_ms,
+	   RedlockRenewalOutcome *outcome)
+{
+	outcome->answer.status = result->status;
+	outcome->answer.node_count = result->node_count;
+	outcome->answer.quorum = result->quorum;
+	outcome->answer.accepted = result->accepted;
+	outcome->answer.answered = result->answered;
+	outcome->answer.failed = result->failed;
+
+	switch (result->status)
+	{
+		case REDLOCK_OK:
+			redlock_stats_count(REDLOCK_STAT_RENEWED);
+			outcome->valid_until_ms = result->valid_until_ms;
+			outcome->next_renewal_ms = redlock_renewal_due_ms(r->ttl_ms, result->valid_until_ms);
+			break;
+		case REDLOCK_BUSY:
+			if (result->accepted >= result->quorum)
+				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
+						 "a quorum renewed it too late to leave any validity time");
+			else
+				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
+						 "%d of %d Redis masters no longer hold its token",
+						 result->answered - result->accepted, result->node_count);
+			break;
+		case REDLOCK_UNAVAILABLE:
+			redlock_stats_count(REDLOCK_STAT_RENEW_FAILED);
+			if (r->valid_until_ms - now_ms < r->ttl_ms / 3.0)
+				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
+						 "fewer than a quorum of Redis masters answered its renewals "
+						 "(%d of %d answered, %d needed) and less than a third of its TTL "
+						 "of validity was left",
+						 result->answered, result->node_count, result->quorum);
+			else
+				outcome->next_renewal_ms = now_ms +
+					Max(1.0, Min((double) redlock_retry_delay_ms, r->ttl_ms / 10.0));
+			break;
+	}
+}
+
+/*
+ * One round: renews every lock that is due, one pipelined request per configuration.
+ * Returns when the next lock falls due (a redlock_clock_ms() time).
+ */
+static double
+renew_round(void)
+{
+	double		start_ms = redlock_clock_ms();
+	double		next_due_ms;
+	RedlockRenewal *renewals;
+	RedlockRenewalOutcome *outcomes;
+	RedlockKeyToken *batch;
+	int		   *ttls;
+	int		   *index;
+	RedlockResult *results;
+	bool	   *done;
+	int			n = redlock_registry_due(start_ms, &renewals, &next_due_ms);
+
+	if (n == 0)
+		return next_due_ms;
+
+	outcomes = palloc0(sizeof(RedlockRenewalOutcome) * n);
+	batch = palloc(sizeof(RedlockKeyToken) * n);
+	ttls = palloc(sizeof(int) * n);
+	index = palloc(sizeof(int) * n);
+	results = palloc0(sizeof(RedlockResult) * n);
+	done = palloc0(sizeof(bool) * n);
+
+	for (int first = 0; first < n; first++)
+	{
+		RedlockNodeSet *set;
+		int			m = 0;
+		double		now_ms;
+
+		if (done[first])
+			continue;
+		for (int k = first; k < n; k++)
+		{
+			if (done[k] || renewals[k].config != renewals[first].config)
+				continue;
+			batch[m].key = renewals[k].key;
+			batch[m].token = renewals[k].token;
+			ttls[m] = renewals[k].ttl_ms;
+			index[m++] = k;
+			done[k] = true;
+		}
+		set = set_for_slot(renewals[first].config, renewals[first].config_generation);
+		if (set == NULL)
+		{
+			for (int j = 0; j < m; j++)
+				snprintf(outcomes[index[j]].lost_reason, REDLOCK_NODE_ERROR_LEN,
+						 "the configuration it was taken under could not be read");
+			continue;
+		}
+		redlock_quorum_extend_many(set, batch, ttls, m, true, results);
+		now_ms = redlock_clock_ms();
+		for (int j = 0; j < m; j++)
+		{
+			int			k = index[j];
+
+			decide(&renewals[k], &results[j], now_ms, &outcomes[k]);
+			if (outcomes[k].lost_reason[0] == '\0')
+				next_due_ms = Min(next_due_ms, outcomes[k].next_renewal_ms);
+		}
+	}
+	redlock_registry_renewed(renewals, outcomes, n);
+	redlock_registry_round_done(redlock_clock_ms() - start_ms, n);
+	return next_due_ms;
+}
+
+static void
+worker_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
+{
+	redlock_registry_worker_detach();
+	redlock_nodes_disconnect();
+}
+
+/*
+ * redlock_worker_main
+ *		The worker's entry point (main_arg unused).  Renews due locks, then sleeps
+ *		until the next one falls due or an owner sets its latch; exits on SIGTERM or
+ *		postmaster death.  An ERROR ends the process, and the postmaster starts it
+ *		again after a second.
+ */
+void
+redlock_worker_main(Datum main_arg pg_attribute_unused())
+{
+	MemoryContext round_context;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	/* Computing the scripts' SHA-1 needs a resource owner. */
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "redlock auto-extend worker");
+	round_context = AllocSetContextCreate(TopMemoryContext, "redlock renewal round",
+										  ALLOCSET_DEFAULT_SIZES);
+	redlock_registry_worker_attach();
+	before_shmem_exit(worker_exit, (Datum) 0);
+	ereport(LOG, (errmsg("redlock auto-extend worker started")));
+
+	for (;;)
+	{
+		double		next_due_ms;
+		double		wait_ms;
+		MemoryContext oldcontext;
+
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		oldcontext = MemoryContextSwitchTo(round_context);
+		next_due_ms = renew_round();
+		MemoryContextSwitchTo(oldcontext);
+		MemoryContextReset(round_context);
+
+		wait_ms = next_due_ms - redlock_clock_ms();
+		if (wait_ms < 1)
+			continue;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 (long) wait_ms, PG_WAIT_EXTENSION);
+	}
+}

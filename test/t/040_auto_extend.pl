@@ -1,0 +1,271 @@
+# Long jobs (issue 8): locks kept alive by the background worker (redlock.auto_extend),
+# and the work stopped when such a lock is lost (redlock.cancel_on_loss), on two
+# clusters that share five masters:
+# - a job 10x longer than its TTL keeps exclusive hold while the other cluster tries;
+# - a frozen majority: the job's statement is cancelled, naming the lock, before its
+#   validity runs out, and nothing the job did after the loss commits;
+# - pg_terminate_backend releases at once; SIGKILL of the owner: keys gone within one
+#   TTL and nothing renewed after the crash restart;
+# - the worker killed (SIGTERM): restarted, renewals resume; the worker frozen past the
+#   validity: the owner is told (lost, cancelled);
+# - redlock_extend on an auto-extended lock goes through the worker; a full registry is
+#   53400; without shared_preload_libraries auto_extend is 55000;
+# - redlock_claim: one winner across both clusters, never released, ends with its TTL;
+# - many acquire/auto-extend/release cycles leave the registry empty, and nothing is
+#   renewed after release.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RedisMasters;
+
+my $cycles = $ENV{RL_AUTO_EXTEND_CYCLES} // 100000;
+
+my $redis = RedisMasters->new(5);
+my $conf = "redlock.timeout = 300ms\nredlock.connect_timeout = 1000ms\n";
+my $node = RedisMasters::redlock_node('auto', $redis,
+	$conf . "shared_preload_libraries = 'redlock'\nredlock.max_auto_extended_locks = 50\n");
+my $other = RedisMasters::redlock_node('plain', $redis, $RedisMasters::ROOMY_CONF);
+my ($out, $err, $secs);
+
+sub worker_pid
+{
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+}
+
+sub registered
+{
+	return $node->safe_psql('postgres', 'SELECT auto_extended_locks FROM redlock_stats()');
+}
+
+# --- the worker runs, and shows in pg_stat_activity ---
+
+ok(RedisMasters::wait_until(10, sub { worker_pid() ne '' }),
+	'the auto-extend worker shows in pg_stat_activity as "redlock auto-extend"');
+($out) = $node->safe_psql('postgres',
+	"SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+is($out, 'Extension', '... waiting on wait event type Extension');
+
+# --- without shared_preload_libraries: 55000 with a hint ---
+
+my $p = session($other);
+($out, $err) = sql($p, "SET redlock.auto_extend = on; SELECT redlock_acquire('no-preload', 2000)");
+like($err, qr/ERROR:\s+55000: redlock.auto_extend requires redlock to be loaded via shared_preload_libraries/,
+	'auto_extend without the library preloaded: 55000');
+like($err, qr/HINT:\s+Add redlock to shared_preload_libraries/, '... with a hint');
+is($redis->holding('no-preload', 0), 0, '... and no key was set');
+sql($p, 'RESET redlock.auto_extend');
+
+# --- a job 10x longer than its TTL keeps exclusive hold across two clusters ---
+
+my $job = session($node);
+($out) = sql($job, "SET redlock.auto_extend = on; SELECT redlock_acquire('long-job', 1000)");
+is($out, 't', 'the job acquires with a 1 s TTL and auto_extend on');
+$job->start('SELECT pg_sleep(10)');
+my ($tries, $won) = (0, 0);
+my $t0 = time;
+while (time - $t0 < 9.5)
+{
+	($out) = sql($p, "SELECT redlock_acquire('long-job', 1000)");
+	$tries++;
+	$won++ if $out eq 't';
+	sql($p, "SELECT redlock_release('long-job')") if $out eq 't';
+	usleep(100_000);
+}
+is($won, 0, "the other cluster never acquired it during the 10 s job ($tries tries)");
+$job->finish;
+($out) = sql($job,
+	"SELECT auto_extended, lost, renewals >= 20, last_renewal > now() - interval '1 s', validity_ms > 0"
+	  . " FROM redlock_locks() WHERE resource = 'long-job'");
+is($out, 't|f|t|t|t', 'redlock_locks(): auto-extended, not lost, renewed every TTL/3, still valid');
+($out) = sql($job, "SELECT redlock_release('long-job')");
+is($out, 't', 'the job releases it');
+is($redis->holding('long-job', 0), 0, '... its keys are gone');
+is(registered(), '0', '... and the registry is empty');
+($out) = sql($p, "SELECT redlock_acquire('long-job', 1000), redlock_release('long-job')");
+is($out, 't|t', 'the other cluster acquires it now');
+
+# --- redlock_extend on an auto-extended lock: through the worker ---
+
+($out) = sql($job, "SELECT redlock_acquire('ext', 2000), redlock_extend('ext', 20000)");
+is($out, 't|t', 'redlock_extend to 20 s on an auto-extended lock returns true');
+my @pttl = $redis->redis_all('PTTL', 'ext');
+is(scalar(grep { $_ > 15000 } @pttl), 5, '... and every master has the 20 s TTL (' . "@pttl" . ')');
+($out) = sql($job, "SELECT ttl_ms FROM redlock_locks() WHERE resource = 'ext'");
+is($out, '20000', '... which redlock_locks() shows');
+sql($job, "SELECT redlock_release('ext')");
+
+# --- a frozen majority: cancelled in time, naming the lock; nothing after the loss commits ---
+
+$node->safe_psql('postgres', 'CREATE TABLE steps (step int, at timestamptz)');
+$node->safe_psql('postgres', q{
+CREATE PROCEDURE job(n int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. n LOOP
+    INSERT INTO steps VALUES (i, clock_timestamp());
+    COMMIT;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$});
+($out) = sql($job, "SELECT redlock_acquire('frozen-job', 3000)");
+is($out, 't', 'a job acquires with a 3 s TTL and auto_extend on');
+$job->start('CALL job(100)');
+usleep(1_500_000);
+my ($freeze_at) = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+my $frozen_t = time;
+$redis->stop($_) for 0 .. 2;
+($out, $err, $secs) = $job->finish;
+my $cancel_after = time - $frozen_t;
+$redis->cont($_) for 0 .. 2;
+like($err, qr/ERROR:\s+57014: canceling statement because lock on resource "frozen-job" was lost/,
+	'the job is cancelled with an error naming the lost lock (57014)');
+like($err, qr/DETAIL:\s+The redlock background worker could not keep it alive: fewer than a quorum/,
+	'... saying why');
+cmp_ok($cancel_after, '<', 3.0,
+	sprintf('... %.2f s after the majority froze, before the 3 s validity could run out', $cancel_after));
+($out) = $node->safe_psql('postgres',
+	"SELECT count(*) FILTER (WHERE at > '$freeze_at'::timestamptz + interval '3 s') FROM steps");
+is($out, '0', 'no step committed after the validity could have run out');
+($out) = sql($job, "SELECT lost, validity_ms FROM redlock_locks() WHERE resource = 'frozen-job'");
+is($out, 't|0', 'redlock_locks() shows the lock lost, with no validity');
+($out, $err) = sql($job, "SELECT redlock_extend('frozen-job')");
+is($out, 'f', 'redlock_extend of the lost lock returns false');
+($out) = sql($job, "SELECT count(*) FROM redlock_locks() WHERE resource = 'frozen-job'");
+is($out, '0', '... and forgets it');
+like(slurp_file($node->logfile), qr/LOG:\s+redlock lock on resource "frozen-job" was lost: fewer than a quorum/,
+	'the worker logged the loss at LOG with the resource');
+
+# A transaction-scoped lock: the transaction in progress does not commit.
+($out) = sql($job, "BEGIN; SELECT redlock_xact_acquire('frozen-xact', 3000)");
+is($out, 't', 'a transaction takes an auto-extended transaction-scoped lock');
+sql($job, "INSERT INTO steps VALUES (-1, clock_timestamp())");
+$redis->stop($_) for 0 .. 2;
+($out, $err) = sql($job, 'SELECT pg_sleep(6)');
+$redis->cont($_) for 0 .. 2;
+like($err, qr/57014: canceling statement because lock on resource "frozen-xact" was lost/,
+	'its statement is cancelled');
+sql($job, 'COMMIT');
+($out) = $node->safe_psql('postgres', 'SELECT count(*) FROM steps WHERE step = -1');
+is($out, '0', '... and its work did not commit');
+
+# cancel_on_loss off: not cancelled, but the release warns.
+($out) = sql($job, "SET redlock.cancel_on_loss = off; SELECT redlock_acquire('quiet', 3000)");
+is($out, 't', 'a lock taken with cancel_on_loss off');
+$redis->stop($_) for 0 .. 2;
+($out, $err) = sql($job, 'SELECT pg_sleep(4)');
+$redis->cont($_) for 0 .. 2;
+is($err, '', '... its statement is not cancelled when the lock is lost');
+($out) = sql($job, "SELECT lost FROM redlock_locks() WHERE resource = 'quiet'");
+is($out, 't', '... but redlock_locks() shows it lost');
+($out, $err) = sql($job, "SELECT redlock_release('quiet')");
+like($err, qr/WARNING:\s+01000: lock on resource "quiet" had been lost before it was released/,
+	'... and its release warns');
+sql($job, 'RESET redlock.cancel_on_loss');
+
+# --- pg_terminate_backend releases at once ---
+
+my $victim = session($node);
+($out) = sql($victim, "SET redlock.auto_extend = on; SELECT redlock_acquire('terminated', 60000)");
+is($redis->holding('terminated', 5), 5, 'a 60 s auto-extended lock is on all 5 masters');
+$node->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $victim->pid . ')');
+is($redis->holding('terminated', 0, 3), 0, 'pg_terminate_backend of its owner: keys gone at once');
+ok(RedisMasters::wait_until(5, sub { registered() eq '0' }), '... and the registry is empty');
+
+# --- the worker killed (SIGTERM): restarted, renewals resume ---
+
+($out) = sql($job, "SELECT redlock_acquire('survives-worker', 3000)");
+my $wpid = worker_pid();
+kill 'TERM', $wpid;
+ok(RedisMasters::wait_until(10, sub { my $n = worker_pid(); $n ne '' && $n ne $wpid }),
+	'the worker, terminated, is started again by the postmaster');
+($out) = sql($job, 'SELECT renewals FROM redlock_locks() WHERE resource = \'survives-worker\'');
+my $before = $out;
+usleep(3_000_000);
+($out) = sql($job,
+	"SELECT renewals > $before, lost, validity_ms > 0 FROM redlock_locks() WHERE resource = 'survives-worker'");
+is($out, 't|f|t', '... renewals resumed and the lock is still valid (TTL 3 s, 3 s later)');
+is($redis->holding('survives-worker', 5), 5, '... on all 5 masters');
+
+# The worker frozen past the validity: when it runs again, the owner is told.
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+$job->start('SELECT pg_sleep(8)');
+usleep(4_000_000);
+kill 'CONT', $wpid;
+($out, $err) = $job->finish;
+like($err, qr/57014: canceling statement because lock on resource "survives-worker" was lost/,
+	'the worker frozen past the validity: the owner is cancelled once it runs again');
+like($err, qr/validity time ran out before it could be renewed/, '... saying why');
+sql($job, "SELECT redlock_release('survives-worker')");
+
+# --- redlock_extend of a full registry, and the registry's limit ---
+
+($out, $err) = sql($job, "SELECT count(*) FILTER (WHERE redlock_acquire('many-' || i, 30000)) FROM generate_series(1, 51) i");
+like($err, qr/ERROR:\s+53400: too many auto-extended redlock locks/,
+	'the 51st auto-extended lock with redlock.max_auto_extended_locks = 50: 53400');
+like($err, qr/HINT:\s+Raise redlock.max_auto_extended_locks/, '... with a hint');
+is($redis->holding('many-51', 0), 0, '... set no key');
+is(registered(), '0', '... and the aborted statement left the registry empty');
+is($redis->holding('many-1', 0), 0, '... and released the 50 it had taken');
+
+# --- redlock_claim: one winner across both clusters, never released, ends with its TTL ---
+
+my ($first) = sql($job, "SELECT redlock_claim('fire:12:00', 2000)");
+my ($second) = sql($p, "SELECT redlock_claim('fire:12:00', 2000)");
+is("$first$second", 'tf', 'redlock_claim: the first cluster wins, the second does not');
+($out) = sql($job, "SELECT redlock_release('fire:12:00'), count(*) FROM redlock_locks()");
+is($out, 'f|0', '... the claim is not a held lock: release says so, redlock_locks() is empty');
+$job->quit;
+$job = session($node);
+is($redis->holding('fire:12:00', 5), 5, '... and it outlives the session that claimed it');
+is($redis->holding('fire:12:00', 0, 4), 0, '... until its TTL runs out');
+($out) = sql($p, "SELECT redlock_claim('fire:12:00', 2000)");
+is($out, 't', '... after which it can be claimed again');
+
+# --- the owner SIGKILLed: crash restart, keys gone within one TTL, nothing renewed ---
+
+($out) = sql($job, "SET redlock.auto_extend = on; SELECT redlock_acquire('killed', 2000)");
+is($out, 't', 'an auto-extended lock with a 2 s TTL');
+my $killed_at = time;
+kill 'KILL', $job->pid;
+is($redis->holding('killed', 0, 6), 0, 'the owner SIGKILLed: its keys are gone');
+cmp_ok(time - $killed_at, '<', 3, '... within one TTL (plus polling)');
+$node->poll_query_until('postgres', 'SELECT true') or die 'the cluster did not come back';
+ok(RedisMasters::wait_until(10, sub { worker_pid() ne '' }), 'after the crash restart the worker runs again');
+is(registered(), '0', '... with nothing to extend');
+($out) = $node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()');
+usleep(1_500_000);
+is($node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()'), $out, '... and it renews nothing');
+
+# --- cycles leave the registry empty, and nothing is renewed after release ---
+
+$job = session($node);
+sql($job, 'SET redlock.auto_extend = on');
+($out, $err, $secs) = sql($job, qq{
+DO \$\$
+BEGIN
+  FOR i IN 1 .. $cycles LOOP
+    IF NOT redlock_acquire('cycle-' || i % 10, 5000) OR NOT redlock_release('cycle-' || i % 10) THEN
+      RAISE EXCEPTION 'cycle % failed', i;
+    END IF;
+  END LOOP;
+END \$\$});
+is($err, '', "$cycles acquire/auto-extend/release cycles ran");
+note sprintf('%d cycles in %.1f s', $cycles, $secs);
+is(registered(), '0', '... and left the registry empty');
+($out) = $node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()');
+usleep(2_000_000);
+is($node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()'), $out,
+	'... and nothing is renewed after release');
+$redis->no_keys_left;
+
+$p->quit;
+$job->quit;
+RedisMasters::no_crash($_) for $node, $other;
+done_testing();
