@@ -220,6 +220,7 @@ typedef struct RedlockResult
 	double		elapsed_ms;		/* duration of the attempt that decided */
 	double		valid_until_ms; /* monotonic end of validity (after REDLOCK_OK) */
 	char	   *node_errors;	/* "node: error" lines for errdetail, or NULL */
+	bool		worker_silent;	/* auto-extended: the worker did not answer in time */
 } RedlockResult;
 
 /* One lock to release: its key and token. */

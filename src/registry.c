@@ -456,9 +456,9 @@ redlock_registry_cancel_sent(const RedlockRegistryHandle *handle, char *reason, 
  *		never sends extensions itself, so that they reach each master in order.
  *
  * result: REDLOCK_OK (extended; valid_until_ms set), REDLOCK_BUSY (lost: the entry
- *		is marked lost), or REDLOCK_UNAVAILABLE (fewer than a quorum answered, the
- *		worker did not answer in time, or the lock had already been given up on
- *		without an answer), with the figures the worker saw.
+ *		is marked lost), or REDLOCK_UNAVAILABLE (fewer than a quorum answered, or the
+ *		worker did not answer within two of its rounds' timeouts and a second:
+ *		worker_silent), with the figures the worker saw.
  *
  * Raises what an interrupted wait raises (57014); the worker still answers the
  * request later.
@@ -519,8 +519,13 @@ redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 		}
 		LWLockRelease(registry->lock);
 		now = redlock_clock_ms();
-		if (done || now >= deadline_ms)
+		if (done)
 			break;
+		if (now >= deadline_ms)
+		{
+			result->worker_silent = true;
+			break;
+		}
 		(void) ConditionVariableTimedSleep(&registry->answered, (long) (deadline_ms - now) + 1,
 										   PG_WAIT_EXTENSION);
 	}

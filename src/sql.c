@@ -144,6 +144,22 @@ warn_not_held(const char *resource)
 			(errmsg("lock on resource \"%s\" is not held by this session", resource)));
 }
 
+/*
+ * An extension of an auto-extended lock (redlock_extend, a re-acquire) is sent by the
+ * background worker: when it did not answer, say so (08006) rather than count masters.
+ */
+static void
+report_worker_silent(const char *resource, const RedlockResult *result)
+{
+	if (result->worker_silent)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not extend lock on resource \"%s\": the redlock background worker did not answer",
+						resource),
+				 errdetail("Extensions of auto-extended locks are sent by the worker; the lock is kept with the validity it had."),
+				 errhint("Check that the worker runs: pg_stat_activity shows it with backend_type \"redlock auto-extend\".")));
+}
+
 /* Shared by redlock_acquire and redlock_xact_acquire. */
 static bool
 acquire(FunctionCallInfo fcinfo, RedlockScope scope)
@@ -178,11 +194,14 @@ acquire(FunctionCallInfo fcinfo, RedlockScope scope)
 	}
 
 	if (result.status == REDLOCK_UNAVAILABLE)
+	{
+		report_worker_silent(resource, &result);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not acquire lock on resource \"%s\": %d of %d Redis masters answered, %d needed",
 						resource, result.answered, result.node_count, result.quorum),
 				 redlock_errdetail_nodes(&result)));
+	}
 	if (bounded_by_lock_timeout)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -335,6 +354,7 @@ redlock_extend(PG_FUNCTION_ARGS)
 		case REDLOCK_HELD:
 			PG_RETURN_BOOL(true);
 		case REDLOCK_FAILED:
+			report_worker_silent(resource, &result);
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not extend lock on resource \"%s\": %d of %d Redis masters extended it and %d did not answer, %d needed",

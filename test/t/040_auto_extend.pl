@@ -204,6 +204,18 @@ like($err, qr/57014: canceling statement because lock on resource "survives-work
 like($err, qr/validity time ran out before it could be renewed/, '... saying why');
 sql($job, "SELECT redlock_release('survives-worker')");
 
+# The worker frozen while an owner asks for a new TTL: a clear 08006, the lock kept.
+($out) = sql($job, "SELECT redlock_acquire('silent', 30000)");
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+($out, $err, $secs) = sql($job, "SELECT redlock_extend('silent', 40000)");
+kill 'CONT', $wpid;
+like($err, qr/ERROR:\s+08006: could not extend lock on resource "silent": the redlock background worker did not answer/,
+	sprintf('redlock_extend while the worker is frozen: 08006 naming the worker (after %.1f s)', $secs));
+($out) = sql($job, "SELECT lost, validity_ms > 20000 FROM redlock_locks() WHERE resource = 'silent'");
+is($out, 'f|t', '... and the lock is kept');
+sql($job, "SELECT redlock_release('silent')");
+
 # --- redlock_extend of a full registry, and the registry's limit ---
 
 ($out, $err) = sql($job, "SELECT count(*) FILTER (WHERE redlock_acquire('many-' || i, 30000)) FROM generate_series(1, 51) i");

@@ -1,0 +1,37 @@
+-- Version 1.3: the upgrade from 1.2 recreates redlock_locks() and redlock_stats() with
+-- more columns and must carry over the EXECUTE grants a DBA gave on them; 1.0 updates
+-- straight to 1.3; redlock_claim() is revoked from PUBLIC and claims once.
+
+DROP EXTENSION redlock;
+CREATE EXTENSION redlock VERSION '1.2';
+CREATE ROLE regress_redlock_monitor;
+GRANT EXECUTE ON FUNCTION redlock_locks(), redlock_stats() TO regress_redlock_monitor;
+ALTER EXTENSION redlock UPDATE TO '1.3';
+SELECT extversion FROM pg_extension WHERE extname = 'redlock';
+SELECT has_function_privilege('regress_redlock_monitor', 'redlock_locks()', 'execute') AS locks_granted,
+       has_function_privilege('regress_redlock_monitor', 'redlock_stats()', 'execute') AS stats_granted,
+       has_function_privilege('public', 'redlock_locks()', 'execute') AS locks_public,
+       has_function_privilege('public', 'redlock_claim(text, integer)', 'execute') AS claim_public;
+SELECT proname, array_length(proargnames, 1) AS columns
+  FROM pg_proc WHERE proname IN ('redlock_locks', 'redlock_stats') ORDER BY 1;
+SELECT count(*) AS temp_tables_left FROM pg_class WHERE relname = 'redlock_saved_grants';
+SELECT obj_description('redlock_claim(text, integer)'::regprocedure, 'pg_proc') IS NOT NULL AS claim_commented;
+DROP OWNED BY regress_redlock_monitor;
+DROP ROLE regress_redlock_monitor;
+
+-- 1.0 updates straight to the default version.
+DROP EXTENSION redlock;
+CREATE EXTENSION redlock VERSION '1.0';
+ALTER EXTENSION redlock UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'redlock';
+
+-- redlock_claim: the first caller wins; a claim is not a held lock.
+SELECT redlock_claim('regress-claim', 1000) AS first, redlock_claim('regress-claim', 1000) AS second;
+SELECT redlock_acquire('regress-claim') AS acquire_while_claimed;
+SELECT count(*) AS held FROM redlock_locks();
+\set VERBOSITY terse
+SELECT redlock_claim(NULL, 1000);
+SELECT redlock_claim('regress-claim-2', NULL);
+SELECT redlock_claim('', 1000);
+SELECT redlock_claim('regress-claim-2', 0);
+\set VERBOSITY default
