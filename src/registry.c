@@ -74,6 +74,7 @@ typedef struct RegistryEntry
 	bool		cancel_on_loss;
 	bool		cancel_sent;
 	bool		renewing;		/* in the worker's round now */
+	bool		retrying;		/* its last renewal got no quorum's answer */
 	int			ttl_ms;
 	double		valid_until_ms;
 	double		next_renewal_ms;
@@ -95,6 +96,7 @@ typedef struct RegistryShared
 	LWLock	   *lock;
 	ConditionVariable answered; /* the worker answered an owner's request */
 	Latch	   *worker_latch;	/* NULL while no worker runs */
+	uint64		changes;		/* bumped by each activation and owner's request */
 	int			worker_pid;
 	int			max_entries;
 	int			used;
@@ -329,6 +331,7 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 	entry->cancel_on_loss = cancel_on_loss;
 	entry->cancel_sent = false;
 	entry->renewing = false;
+	entry->retrying = false;
 	entry->ttl_ms = 0;
 	entry->valid_until_ms = 0;
 	entry->next_renewal_ms = 0;
@@ -366,6 +369,7 @@ redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token
 		entry->valid_until_ms = valid_until_ms;
 		entry->next_renewal_ms = redlock_renewal_due_ms(ttl_ms, valid_until_ms);
 		entry->last_renewal = 0;
+		registry->changes++;
 	}
 	LWLockRelease(registry->lock);
 	wake_worker();
@@ -481,6 +485,7 @@ redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 	{
 		seq = ++entry->request_seq;
 		entry->requested_ttl_ms = ttl_ms;
+		registry->changes++;
 	}
 	else if (entry && entry->state == ENTRY_LOST)
 		result->status = REDLOCK_BUSY;
@@ -611,16 +616,19 @@ entry_mark_lost(RegistryEntry *entry, const char *reason, bool may_cancel)
  *		them in the worker's round; returns how many.
  *
  * now_ms: a redlock_clock_ms() time.  A lock is due when its renewal time came (a
- * third of its TTL after the last success, or a retry after a failure) or its owner
- * asked for a new TTL.  Before its request goes out, a lock's validity is cut to what
+ * third of its TTL after the last success, or a retry after a failure; locks due
+ * within a tenth of their TTL, at most 200 ms, come along) or its owner asked for a
+ * new TTL.  Before its request goes out, a lock's validity is cut to what
  * the TTL sent allows from now (redlock_validity_bound_ms).  Entries whose owner is gone
  * are removed; locks whose validity ran out before they could be renewed (the worker
  * was not running) are marked lost.
  * next_due_ms: set to the earliest renewal time among the others (or now + 1 s).
+ * changes: set to the registry's change count as read (see redlock_registry_changed).
  * Raises only out-of-memory errors.
  */
 int
-redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_ms)
+redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_ms,
+					 uint64 *changes)
 {
 	int			n = 0;
 	int			cap = 64;
@@ -628,6 +636,7 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 
 	*next_due_ms = now_ms + 1000;
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	*changes = registry->changes;
 	for (int i = 0; i < registry->max_entries; i++)
 	{
 		RegistryEntry *entry = &registry->entries[i];
@@ -654,7 +663,13 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 			continue;
 		}
 		requested = entry->request_seq != entry->done_seq;
-		if (!requested && entry->next_renewal_ms > now_ms)
+		/*
+		 * Locks nearly due join this round (fewer, larger rounds; renewing early is
+		 * harmless), but retries keep their spacing.
+		 */
+		if (!requested &&
+			entry->next_renewal_ms > now_ms +
+			(entry->retrying ? 0 : Min(entry->ttl_ms / 10.0, 200.0)))
 		{
 			*next_due_ms = Min(*next_due_ms, entry->next_renewal_ms);
 			continue;
@@ -684,6 +699,23 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 	LWLockRelease(registry->lock);
 	*renewals = out;
 	return n;
+}
+
+/*
+ * redlock_registry_changed
+ *		True when a lock was activated or an owner asked for a new TTL since
+ *		redlock_registry_due read changes: the worker must look again before it sleeps
+ *		(its latch may have been reset by a network wait meanwhile).  Raises nothing.
+ */
+bool
+redlock_registry_changed(uint64 changes)
+{
+	bool		changed;
+
+	LWLockAcquire(registry->lock, LW_SHARED);
+	changed = registry->changes != changes;
+	LWLockRelease(registry->lock);
+	return changed;
 }
 
 /*
@@ -745,6 +777,7 @@ redlock_registry_renewed(const RedlockRenewal *renewals, const RedlockRenewalOut
 		else
 		{
 			entry->next_renewal_ms = o->next_renewal_ms;
+			entry->retrying = (o->answer.status != REDLOCK_OK);
 			if (o->answer.status == REDLOCK_OK)
 			{
 				entry->valid_until_ms = o->valid_until_ms;

@@ -33,6 +33,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "tcop/tcopprot.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -150,10 +151,11 @@ decide(const RedlockRenewal *r, const RedlockResult *result, double now_ms,
 
 /*
  * One round: renews every lock that is due, one pipelined request per configuration.
- * Returns when the next lock falls due (a redlock_clock_ms() time).
+ * Returns when the next lock falls due (a redlock_clock_ms() time); *changes is set to
+ * the registry's change count when the round began.
  */
 static double
-renew_round(void)
+renew_round(uint64 *changes)
 {
 	double		start_ms = redlock_clock_ms();
 	double		next_due_ms;
@@ -164,7 +166,7 @@ renew_round(void)
 	int		   *index;
 	RedlockResult *results;
 	bool	   *done;
-	int			n = redlock_registry_due(start_ms, &renewals, &next_due_ms);
+	int			n = redlock_registry_due(start_ms, &renewals, &next_due_ms, changes);
 
 	if (n == 0)
 		return next_due_ms;
@@ -218,9 +220,15 @@ renew_round(void)
 	return next_due_ms;
 }
 
+/*
+ * At exit, also after an ERROR (which ends a worker): let go of any LWLock first, since
+ * this callback runs before PostgreSQL's own cleanup and an error raised while the
+ * worker held the registry lock (out of memory) would otherwise deadlock here.
+ */
 static void
 worker_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
 {
+	LWLockReleaseAll();
 	redlock_registry_worker_detach();
 	redlock_nodes_disconnect();
 }
@@ -254,6 +262,7 @@ redlock_worker_main(Datum main_arg pg_attribute_unused())
 	{
 		double		next_due_ms;
 		double		wait_ms;
+		uint64		changes;
 		MemoryContext oldcontext;
 
 		ResetLatch(MyLatch);
@@ -265,12 +274,13 @@ redlock_worker_main(Datum main_arg pg_attribute_unused())
 		}
 
 		oldcontext = MemoryContextSwitchTo(round_context);
-		next_due_ms = renew_round();
+		next_due_ms = renew_round(&changes);
 		MemoryContextSwitchTo(oldcontext);
 		MemoryContextReset(round_context);
 
+		/* A lock added or a request made during the round: look again at once. */
 		wait_ms = next_due_ms - redlock_clock_ms();
-		if (wait_ms < 1)
+		if (wait_ms < 1 || redlock_registry_changed(changes))
 			continue;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 (long) wait_ms, PG_WAIT_EXTENSION);
