@@ -101,6 +101,29 @@ is(scalar(grep { $_ > 15000 } @pttl), 5, '... and every master has the 20 s TTL 
 is($out, '20000', '... which redlock_locks() shows');
 sql($job, "SELECT redlock_release('ext')");
 
+# --- a majority frozen briefly (shorter than TTL/3): renewals are retried, the job survives ---
+
+($out) = sql($job, "SELECT redlock_acquire('brief-freeze', 3000)");
+is($out, 't', 'a job acquires with a 3 s TTL and auto_extend on');
+my ($failed_before) = $node->safe_psql('postgres', 'SELECT renewals_failed FROM redlock_stats()');
+$job->start('SELECT pg_sleep(5)');
+my @children;
+for my $round (1 .. 3)
+{
+	usleep(1_000_000);
+	push @children, map { $redis->freeze_for($_, 700) } 0 .. 2;
+	waitpid($_, 0) for @children;
+	@children = ();
+}
+($out, $err) = $job->finish;
+is($err, '', 'a majority frozen 0.7 s three times during a 5 s job: the job is not cancelled');
+($out) = sql($job, "SELECT lost, validity_ms > 0 FROM redlock_locks() WHERE resource = 'brief-freeze'");
+is($out, 'f|t', '... the lock is neither lost nor run out');
+cmp_ok($node->safe_psql('postgres', 'SELECT renewals_failed FROM redlock_stats()'), '>', $failed_before,
+	'... renewals did fail meanwhile, and were retried');
+is($redis->holding('brief-freeze', 5), 5, '... and all 5 masters hold it again');
+sql($job, "SELECT redlock_release('brief-freeze')");
+
 # --- a frozen majority: cancelled in time, naming the lock; nothing after the loss commits ---
 
 $node->safe_psql('postgres', 'CREATE TABLE steps (step int, at timestamptz)');
