@@ -579,12 +579,15 @@ owner_alive(const RegistryEntry *entry)
 }
 
 /*
- * Marks entry lost for reason, and cancels its owner's statement if it asked for that
- * and may_cancel (false when the owner is waiting for this very answer). Lock held.
+ * Marks entry lost for reason, and cancels its owner's statement if it asked for that,
+ * unless the owner is waiting for an answer to a request of its own (redlock_extend,
+ * a re-acquire): it learns of the loss from that answer.  Lock held.
  */
 static void
-entry_mark_lost(RegistryEntry *entry, const char *reason, bool may_cancel)
+entry_mark_lost(RegistryEntry *entry, const char *reason)
 {
+	bool		may_cancel = (entry->request_seq == entry->done_seq);
+
 	entry->state = ENTRY_LOST;
 	entry->renewing = false;
 	entry->lost_at = GetCurrentTimestamp();
@@ -659,7 +662,7 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 			continue;
 		if (entry->valid_until_ms <= now_ms)
 		{
-			entry_mark_lost(entry, "its validity time ran out before it could be renewed", true);
+			entry_mark_lost(entry, "its validity time ran out before it could be renewed");
 			continue;
 		}
 		requested = entry->request_seq != entry->done_seq;
@@ -773,7 +776,7 @@ redlock_registry_renewed(const RedlockRenewal *renewals, const RedlockRenewalOut
 		if (entry->state != ENTRY_ACTIVE)
 			continue;
 		if (o->lost_reason[0] != '\0')
-			entry_mark_lost(entry, o->lost_reason, !answers_owner);
+			entry_mark_lost(entry, o->lost_reason);
 		else
 		{
 			entry->next_renewal_ms = o->next_renewal_ms;

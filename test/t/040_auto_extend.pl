@@ -186,9 +186,18 @@ $redis->cont($_) for 0 .. 2;
 is($err, '', '... its statement is not cancelled when the lock is lost');
 ($out) = sql($job, "SELECT lost FROM redlock_locks() WHERE resource = 'quiet'");
 is($out, 't', '... but redlock_locks() shows it lost');
-($out, $err) = sql($job, "SELECT redlock_release('quiet')");
+($out, $err) = sql($job, "SELECT redlock_acquire('quiet', 3000)");
+is($out, 't', '... a re-acquire acquires it afresh');
+like($err, qr/WARNING:\s+01000: lock on resource "quiet" had been lost before it was acquired again/,
+	'... warning that it had been lost');
+($out) = sql($job, "SELECT lost, auto_extended, session_holds FROM redlock_locks() WHERE resource = 'quiet'");
+is($out, 'f|t|2', '... auto-extended again, keeping the earlier hold');
+$redis->stop($_) for 0 .. 2;
+($out, $err) = sql($job, 'SELECT pg_sleep(4)');
+$redis->cont($_) for 0 .. 2;
+($out, $err) = sql($job, "SELECT redlock_release('quiet'), redlock_release('quiet')");
 like($err, qr/WARNING:\s+01000: lock on resource "quiet" had been lost before it was released/,
-	'... and its release warns');
+	'lost again: its last release warns');
 sql($job, 'RESET redlock.cancel_on_loss');
 
 # --- pg_terminate_backend releases at once ---
