@@ -6,7 +6,7 @@
 
 RL_DEB_PACKAGES=(
 	make gcc libc6-dev
-	postgresql-15 postgresql-server-dev-15
+	postgresql-15 postgresql-server-dev-15 postgresql-15-cron
 	libhiredis-dev redis-server redis-tools
 	libipc-run-perl perl
 )
