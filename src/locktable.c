@@ -354,7 +354,10 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 		infos[k].reconfigured = lock->acquired && lock_reconfigured(lock);
 		if (lock->acquired && lock->reg.index >= 0 &&
 			redlock_registry_view(&lock->reg, &view) && view.lost)
+		{
 			infos[k].lost_reason = pstrdup(view.lost_reason);
+			infos[k].loss_reported = lock->cancel_explained;
+		}
 		infos[k].expired = lock->acquired && !infos[k].reconfigured &&
 			!infos[k].lost_reason && lock_validity_left(lock) <= 0;
 		lock_unregister(lock);

@@ -365,6 +365,7 @@ typedef struct RedlockReleaseInfo
 	bool		expired;		/* validity had run out before the release */
 	bool		reconfigured;	/* taken under a configuration no longer in force */
 	const char *lost_reason;	/* auto-extended and given up on: why; else NULL */
+	bool		loss_reported;	/* ... and the cancel's error said so already */
 	RedlockResult result;		/* the release on the nodes */
 } RedlockReleaseInfo;
 

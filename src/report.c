@@ -36,8 +36,12 @@ redlock_warn_release(const RedlockReleaseInfo *info)
 {
 	const RedlockResult *result = &info->result;
 
-	/* An attempt cut short (query cancel) was only being undone: nothing to say. */
-	if (!info->acquired || in_error_recursion_trouble())
+	/*
+	 * An attempt cut short (query cancel) was only being undone, and a loss the
+	 * cancel's error already named needs no second word (a job runner may take a
+	 * WARNING after the error for the run's last word): nothing to say.
+	 */
+	if (!info->acquired || info->loss_reported || in_error_recursion_trouble())
 		return;
 
 	if (info->lost_reason)

@@ -261,7 +261,7 @@ redlock_xact_acquire(PG_FUNCTION_ARGS)
  * nothing releases: not redlock_release, commit, abort or exit.  The claim ends when
  * its TTL runs out, so exactly one caller per resource wins within the TTL: for work
  * that must run at most once per scheduled fire, with a resource that names the fire
- * (e.g. 'billing:' || date_trunc('minute', now())).  One attempt, no retry.
+ * (e.g. 'billing:' and the fire's minute written in UTC).  One attempt, no retry.
  *
  * Returns true when claimed, false when claimed elsewhere.
  * Errors: 22004 NULL resource or TTL; 22023 empty or too long resource, bad TTL, no
