@@ -1,5 +1,6 @@
 /* redlock--1.2--1.3.sql: long jobs (auto-extended locks, shown in redlock_locks() and
-   counted in redlock_stats()) and redlock_claim() for work run once per scheduled fire. */
+   counted in redlock_stats()), redlock_claim() for work run once per scheduled fire, and
+   the figures of waiting (wakeups, waiting_backends). */
 
 \echo Use "ALTER EXTENSION redlock UPDATE TO '1.3'" to load this file. \quit
 
@@ -62,7 +63,9 @@ CREATE FUNCTION redlock_stats(
     OUT locks_lost bigint,
     OUT auto_extended_locks integer,
     OUT renewal_round_ms double precision,
-    OUT renewal_round_locks integer)
+    OUT renewal_round_locks integer,
+    OUT wakeups bigint,
+    OUT waiting_backends integer)
 RETURNS record
 AS 'MODULE_PATHNAME', 'redlock_stats'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

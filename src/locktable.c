@@ -395,6 +395,10 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 			infos[index[j]].result = results[j];
 	}
 
+	/* Waiters in this cluster need not wait for the announcement to come back. */
+	for (int k = 0; k < n && !skip_network; k++)
+		if (infos[k].result.accepted > 0)
+			(void) redlock_registry_wake(held[k]->key, strlen(held[k]->key));
 	for (int k = 0; k < n; k++)
 		lock_forget(held[k]);
 	if (report && !skip_network)
@@ -536,7 +540,20 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 	hold_add(lock, scope);
 	if (redlock_auto_extend)
 		lock_register(lock);
-	redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms, result);
+	if (wait_ms == 0)
+		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, 0, NULL, result);
+	else
+	{
+		/*
+		 * A waiter: a release announced on the masters (or here) wakes it.  An
+		 * interrupted wait is unregistered by the (sub)transaction abort that follows.
+		 */
+		pg_atomic_uint64 *wakeups = redlock_registry_wait_begin(lock->key);
+
+		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms,
+							   wakeups, result);
+		redlock_registry_wait_end();
+	}
 	if (result->status != REDLOCK_OK)
 	{
 		/* The attempt was undone on the masters already (spec §3 step 5). */
@@ -575,7 +592,7 @@ redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result)
 
 	table_init();
 	key = make_key(resource, NULL);
-	redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, result);
+	redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, NULL, result);
 	pfree(key);
 	return result->status == REDLOCK_OK;
 }
@@ -894,6 +911,7 @@ redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 	int			n;
 
 	nlost = 0;
+	redlock_registry_wait_end();
 	if (pending_total == 0 && releasing_total == 0)
 		return;
 	n = collect_locks(&held, end_xact_holds, keep_if_held, &commit);
@@ -940,6 +958,9 @@ redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId p
 	HeldLock  **held;
 	int			n;
 	int			kept = 0;
+
+	if (!commit)
+		redlock_registry_wait_end();
 
 	for (int i = 0; i < nlost; i++)
 	{

@@ -19,6 +19,7 @@
 #include <math.h>
 
 #include "common/pg_prng.h"
+#include "port/atomics.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
@@ -26,10 +27,15 @@
 
 #include "redlock.h"
 
-/* Spec §2: delete the key only while it still holds our token. */
+/*
+ * Spec §2: delete the key only while it still holds our token; then tell waiters on
+ * the release channel (the message is the key), so that they retry at once.
+ */
 static RedlockScript release_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
-	"return redis.call(\"del\", KEYS[1]) else return 0 end",
+	"local n = redis.call(\"del\", KEYS[1]) "
+	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL "\", KEYS[1]) "
+	"return n else return 0 end",
 	.redeliver = true
 };
 
@@ -107,6 +113,13 @@ static bool
 accept_ok(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_OK;
+}
+
+/* A PTTL reply. */
+static bool
+accept_integer(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER;
 }
 
 /* A release or extend script reply that acted on our key. */
@@ -227,28 +240,47 @@ count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
  * Sleeps a random retry delay (spec §4): retry_delay plus up to retry_jitter ms, but
  * at least as long as the attempt took (attempt_ms) and at least 1 ms, so that a
  * delay of 0 cannot turn into a hot loop against the masters; and not past
- * deadline_ms (a redlock_clock_ms() time; < 0 for none).  Interruptible.
+ * deadline_ms (a redlock_clock_ms() time; < 0 for none).
+ *
+ * Two things end it early.  free_in_ms >= 0: the keys that refused us expire on a
+ * quorum of masters that many ms from now (their PTTLs), so waking then is enough.
+ * wakeups (may be NULL): a counter another process bumps, and sets our latch, when the
+ * lock is released; once it differs from seen (read before the attempt went out), the
+ * sleep ends after a random 0-2 ms (at most retry_jitter), so that waiters woken
+ * together do not all retry in the same instant.  Interruptible.
  */
 static void
-retry_sleep(double attempt_ms, double deadline_ms)
+retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
+			pg_atomic_uint64 *wakeups, uint64 seen)
 {
 	double		now = redlock_clock_ms();
 	double		delay = redlock_retry_delay_ms;
 	double		end;
+	bool		woken = false;
 
 	if (redlock_retry_jitter_ms > 0)
 		delay += (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
 											   redlock_retry_jitter_ms);
 	delay = Max(delay, Max(attempt_ms, 1.0));
+	if (free_in_ms >= 0)
+		delay = Min(delay, Max(free_in_ms + 1.0, 1.0));
 	end = now + delay;
 	if (deadline_ms >= 0 && end > deadline_ms)
 		end = deadline_ms;
 
 	while (now < end)
 	{
-		int			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								   (long) ceil(end - now), PG_WAIT_EXTENSION);
+		int			rc;
 
+		if (wakeups && !woken && pg_atomic_read_u64(wakeups) != seen)
+		{
+			woken = true;
+			end = Min(end, now + (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
+															   Min(redlock_retry_jitter_ms, 2)));
+			continue;
+		}
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   (long) ceil(end - now), PG_WAIT_EXTENSION);
 		if (rc & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
@@ -256,6 +288,45 @@ retry_sleep(double attempt_ms, double deadline_ms)
 		}
 		now = redlock_clock_ms();
 	}
+}
+
+/* qsort comparator for doubles, ascending. */
+static int
+compare_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a;
+	double		y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * From one attempt's SET and PTTL outcomes: in how many ms the lock can be free on a
+ * quorum of masters (ours are undone; a refused master's key expires after its PTTL;
+ * a master without the key is free now), or -1 when that cannot be told.
+ */
+static double
+free_in_ms(const RedlockNodeOutcome *set_outcomes, const RedlockNodeOutcome *pttl_outcomes,
+		   int count, int quorum)
+{
+	double		free_in[REDLOCK_MAX_NODES];
+
+	for (int i = 0; i < count; i++)
+	{
+		free_in[i] = INFINITY;
+		if (set_outcomes[i].kind == REDLOCK_REPLY_OK)
+			free_in[i] = 0;
+		else if (set_outcomes[i].kind == REDLOCK_REPLY_NIL &&
+				 pttl_outcomes[i].kind == REDLOCK_REPLY_INTEGER)
+		{
+			if (pttl_outcomes[i].integer >= 0)
+				free_in[i] = pttl_outcomes[i].integer;
+			else if (pttl_outcomes[i].integer == -2)
+				free_in[i] = 0; /* gone since the SET */
+		}
+	}
+	qsort(free_in, count, sizeof(double), compare_double);
+	return (quorum <= count && isfinite(free_in[quorum - 1])) ? free_in[quorum - 1] : -1;
 }
 
 /*
@@ -269,7 +340,11 @@ retry_sleep(double attempt_ms, double deadline_ms)
  *		token of the latest attempt (the one to undo if the caller is interrupted).
  * ttl_ms: the TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
  * wait_ms: how long to keep retrying a busy lock, in milliseconds; 0 makes one
- *		attempt, < 0 retries without limit (until interrupted).
+ *		attempt, < 0 retries without limit (until interrupted).  When it is not 0, each
+ *		attempt also asks every master for the key's PTTL, and the retry delay ends
+ *		when a quorum of the keys that refused us will have expired.
+ * wakeups: NULL, or a counter bumped when a release of key is announced (see
+ *		retry_sleep): the retry delay then ends early.
  * result: REDLOCK_OK with valid_until_ms set, measured from the start of the attempt
  *		that won; REDLOCK_BUSY when the last attempt found the lock held elsewhere (or
  *		won too late to leave any validity); REDLOCK_UNAVAILABLE, at once and without
@@ -281,10 +356,13 @@ retry_sleep(double attempt_ms, double deadline_ms)
  */
 void
 redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int ttl_ms,
-					   int wait_ms, RedlockResult *result)
+					   int wait_ms, pg_atomic_uint64 *wakeups, RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
-	RedlockCommand command = {0};
+	RedlockCommand commands[2] = {0};
+	RedlockCommand *command = &commands[0];
+	RedlockCommand *pttl = &commands[1];
+	int			ncommands = (wait_ms != 0) ? 2 : 1;
 	RedlockCommand undo;
 	char		ttl_text[16];
 	double		deadline_ms;
@@ -292,21 +370,30 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 
 	result_init(set, result);
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1));
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1) * 2);
 
 	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
-	command.need = result->quorum;
-	command.accept = accept_ok;
-	command.argc = 6;
-	command.argv[0] = "SET";
-	command.argv[1] = key;
-	command.argv[2] = token;
-	command.argv[3] = "NX";
-	command.argv[4] = "PX";
-	command.argv[5] = ttl_text;
-	for (int i = 0; i < command.argc; i++)
-		command.argvlen[i] = strlen(command.argv[i]);
+	command->need = result->quorum;
+	command->accept = accept_ok;
+	command->argc = 6;
+	command->argv[0] = "SET";
+	command->argv[1] = key;
+	command->argv[2] = token;
+	command->argv[3] = "NX";
+	command->argv[4] = "PX";
+	command->argv[5] = ttl_text;
+	for (int i = 0; i < command->argc; i++)
+		command->argvlen[i] = strlen(command->argv[i]);
+
+	/* A waiter also asks how long the key has left, in the same round trip. */
+	pttl->need = result->quorum;
+	pttl->accept = accept_integer;
+	pttl->argc = 2;
+	pttl->argv[0] = "PTTL";
+	pttl->argv[1] = key;
+	pttl->argvlen[0] = 4;
+	pttl->argvlen[1] = strlen(key);
 
 	for (;;)
 	{
@@ -314,13 +401,15 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		double		now;
 		int			accepted = 0;
 		int			answered = 0;
+		uint64		seen = wakeups ? pg_atomic_read_u64(wakeups) : 0;
+		double		free_in;
 
 		redlock_new_token(token);
-		command.argvlen[2] = strlen(token);
+		command->argvlen[2] = strlen(token);
 		start_ms = redlock_clock_ms();
 		result->attempts++;
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
-		redlock_nodes_run(set, &command, 1, false, outcomes);
+		redlock_nodes_run(set, commands, ncommands, false, outcomes);
 		now = redlock_clock_ms();
 		debug_outcomes(set, "acquire", key, outcomes, result->node_count, now - start_ms);
 
@@ -337,6 +426,10 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		result->accepted = accepted;
 		result->answered = answered;
 		result->elapsed_ms = now - start_ms;
+		free_in = ncommands == 2
+			? free_in_ms(outcomes, outcomes + result->node_count, result->node_count,
+						 result->quorum)
+			: -1;
 
 		/* Spec §3 steps 3 and 4: a quorum, and validity left after elapsed and drift. */
 		if (accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0)
@@ -372,7 +465,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		redlock_stats_count(REDLOCK_STAT_BUSY);
 		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
 			break;
-		retry_sleep(result->elapsed_ms, deadline_ms);
+		retry_sleep(result->elapsed_ms, deadline_ms, free_in, wakeups, seen);
 	}
 	pfree(outcomes);
 }

@@ -16,6 +16,7 @@
 #define REDLOCK_H
 
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 
 /* Limits, documented in README. */
 #define REDLOCK_MAX_NODES			64
@@ -165,6 +166,7 @@ typedef enum RedlockCounter
 	REDLOCK_STAT_RENEWED,		/* renewals of auto-extended locks that succeeded */
 	REDLOCK_STAT_RENEW_FAILED,	/* ... that fewer than a quorum answered */
 	REDLOCK_STAT_LOCKS_LOST,	/* auto-extended locks the worker gave up on */
+	REDLOCK_STAT_WAKEUPS,		/* waiters woken by an announced release */
 	REDLOCK_STAT_COUNT
 } RedlockCounter;
 
@@ -233,8 +235,12 @@ typedef struct RedlockKeyToken
 extern void redlock_new_token(char *token);
 extern bool redlock_ttl_leaves_validity(int ttl_ms);
 extern double redlock_validity_bound_ms(int ttl_ms);
+/* The channel releases are announced on (the message is the key): see Wire format. */
+#define REDLOCK_RELEASE_CHANNEL "redlock:released"
+
 extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token,
-								   int ttl_ms, int wait_ms, RedlockResult *result);
+								   int ttl_ms, int wait_ms, pg_atomic_uint64 *wakeups,
+								   RedlockResult *result);
 extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 										int n, bool wait_all, bool cleanup,
 										RedlockResult *results);
@@ -344,10 +350,16 @@ extern void redlock_registry_renewed(const RedlockRenewal *renewals,
 									 const RedlockRenewalOutcome *outcomes, int n);
 extern void redlock_registry_round_done(double round_ms, int locks);
 extern bool redlock_registry_figures(int *locks, double *round_ms, int *round_locks);
+extern pg_atomic_uint64 *redlock_registry_wait_begin(const char *key);
+extern void redlock_registry_wait_end(void);
+extern int	redlock_registry_wake(const char *key, size_t len);
+extern int	redlock_registry_waiting(void);
 
-/* ---- the background worker: worker.c ---- */
+/* ---- the background worker: worker.c, and its subscriptions: subscription.c ---- */
 
 extern void RedlockWorkerInit(void);
+extern void redlock_subscriptions_wait(double timeout_ms);
+extern void redlock_subscriptions_close(void);
 
 /* ---- lock table: locktable.c ---- */
 

@@ -25,12 +25,18 @@
  * One LWLock guards everything; nobody holds it across network waits or anything that
  * may raise.  Owners wait for the worker's answers on a condition variable.
  *
+ * Beside the locks, one waiter slot per backend (by PGPROC number): the hash of the key
+ * a backend is waiting to acquire, and a counter that a release announcement for that
+ * key bumps (setting the waiter's latch).  Atomics, no lock: a torn or stale read only
+ * costs a spurious wake-up or one ordinary retry delay.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include <signal.h>
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
@@ -107,7 +113,16 @@ typedef struct RegistryShared
 	RegistryEntry entries[FLEXIBLE_ARRAY_MEMBER];
 } RegistryShared;
 
+/* A backend's wait for a busy lock. */
+typedef struct RegistryWaiter
+{
+	pg_atomic_uint64 key_hash;	/* hash of the key waited for (odd); 0: not waiting */
+	pg_atomic_uint64 wakeups;
+} RegistryWaiter;
+
 static RegistryShared *registry = NULL;
+static RegistryWaiter *waiters = NULL;
+static bool waiter_exit_registered = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -125,6 +140,7 @@ registry_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(registry_size()));
+	RequestAddinShmemSpace(MAXALIGN(mul_size(MaxBackends, sizeof(RegistryWaiter))));
 	RequestNamedLWLockTranche("redlock registry", 1);
 }
 
@@ -144,6 +160,16 @@ registry_shmem_startup(void)
 		registry->lock = &(GetNamedLWLockTranche("redlock registry"))->lock;
 		ConditionVariableInit(&registry->answered);
 		registry->max_entries = redlock_max_auto_extended_locks;
+	}
+	waiters = ShmemInitStruct("redlock waiters", mul_size(MaxBackends, sizeof(RegistryWaiter)),
+							  &found);
+	if (!found)
+	{
+		for (int i = 0; i < MaxBackends; i++)
+		{
+			pg_atomic_init_u64(&waiters[i].key_hash, 0);
+			pg_atomic_init_u64(&waiters[i].wakeups, 0);
+		}
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -828,4 +854,99 @@ redlock_registry_figures(int *locks, double *round_ms, int *round_locks)
 	*round_locks = registry->round_locks;
 	LWLockRelease(registry->lock);
 	return true;
+}
+
+/*---- waiters ----*/
+
+/* The hash a waiter slot holds for key: never 0, which means "not waiting". */
+static uint64
+key_hash(const char *key, size_t len)
+{
+	return hash_bytes_extended((const unsigned char *) key, (int) len, 0) | 1;
+}
+
+static void
+waiter_clear_at_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
+{
+	redlock_registry_wait_end();
+}
+
+/*
+ * redlock_registry_wait_begin
+ *		Announces that this backend is waiting to acquire key, so that a release of it
+ *		wakes it (redlock_registry_wake).  Returns the counter such a release bumps, or
+ *		NULL when there is no registry (not preloaded): the wait then polls.  Pair with
+ *		redlock_registry_wait_end (also run at exit).  Raises nothing.
+ */
+pg_atomic_uint64 *
+redlock_registry_wait_begin(const char *key)
+{
+	RegistryWaiter *w;
+
+	if (waiters == NULL || MyProc == NULL || MyProc->pgprocno >= MaxBackends)
+		return NULL;
+	if (!waiter_exit_registered)
+	{
+		before_shmem_exit(waiter_clear_at_exit, (Datum) 0);
+		waiter_exit_registered = true;
+	}
+	w = &waiters[MyProc->pgprocno];
+	pg_atomic_write_u64(&w->key_hash, key_hash(key, strlen(key)));
+	return &w->wakeups;
+}
+
+/*
+ * redlock_registry_wait_end
+ *		This backend no longer waits (acquired, gave up, interrupted).  Raises nothing.
+ */
+void
+redlock_registry_wait_end(void)
+{
+	if (waiters == NULL || MyProc == NULL || MyProc->pgprocno >= MaxBackends)
+		return;
+	pg_atomic_write_u64(&waiters[MyProc->pgprocno].key_hash, 0);
+}
+
+/*
+ * redlock_registry_wake
+ *		A release of key (len bytes) was announced: bumps the counter of every backend
+ *		waiting for it and sets its latch.  Returns how many were woken.  Raises nothing.
+ */
+int
+redlock_registry_wake(const char *key, size_t len)
+{
+	uint64		h;
+	int			woken = 0;
+
+	if (waiters == NULL)
+		return 0;
+	h = key_hash(key, len);
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
+			continue;
+		pg_atomic_fetch_add_u64(&waiters[i].wakeups, 1);
+		SetLatch(&ProcGlobal->allProcs[i].procLatch);
+		woken++;
+	}
+	for (int i = 0; i < woken; i++)
+		redlock_stats_count(REDLOCK_STAT_WAKEUPS);
+	return woken;
+}
+
+/*
+ * redlock_registry_waiting
+ *		The number of backends waiting for a busy lock now.  Raises nothing.
+ */
+int
+redlock_registry_waiting(void)
+{
+	int			n = 0;
+
+	if (waiters == NULL)
+		return 0;
+	for (int i = 0; i < MaxBackends; i++)
+		if (pg_atomic_read_u64(&waiters[i].key_hash) != 0)
+			n++;
+	return n;
 }

@@ -500,15 +500,16 @@ redlock_nodes(PG_FUNCTION_ARGS)
  * also renewals, renewals_failed and locks_lost (the background worker's renewals of
  * auto-extended locks: succeeded, answered by fewer than a quorum, given up on),
  * auto_extended_locks (registered now), renewal_round_ms and renewal_round_locks (the
- * worker's last round: duration in ms, locks renewed).  Fills as many columns as the
- * installed SQL definition has (12 or 18).  Raises nothing of its own.
+ * worker's last round: duration in ms, locks renewed), wakeups (waiters woken by an
+ * announced release) and waiting_backends (waiting for a busy lock now).  Fills as many
+ * columns as the installed SQL definition has (12 or 20).  Raises nothing of its own.
  */
 PG_FUNCTION_INFO_V1(redlock_stats);
 Datum
 redlock_stats(PG_FUNCTION_ARGS)
 {
 #define REDLOCK_STATS_COLS_1_1 12
-#define REDLOCK_STATS_COLS 18
+#define REDLOCK_STATS_COLS 20
 	TupleDesc	tupdesc;
 	Datum		values[REDLOCK_STATS_COLS];
 	bool		nulls[REDLOCK_STATS_COLS] = {0};
@@ -536,6 +537,8 @@ redlock_stats(PG_FUNCTION_ARGS)
 	values[15] = Int32GetDatum(registered);
 	values[16] = Float8GetDatum(round_ms);
 	values[17] = Int32GetDatum(round_locks);
+	values[18] = Int64GetDatum((int64) snapshot.counters[REDLOCK_STAT_WAKEUPS]);
+	values[19] = Int32GetDatum(redlock_registry_waiting());
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
 

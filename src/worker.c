@@ -21,6 +21,9 @@
  *	- a lock whose validity ran out before it could be renewed (no worker ran) is
  *	  lost; the worker never re-creates a key, only the check-and-PEXPIRE script runs.
  *
+ * Between rounds it sleeps in subscription.c, which also keeps its subscriptions to
+ * release announcements and wakes the backends waiting for an announced key.
+ *
  * The worker connects to no database; it shows in pg_stat_activity as
  * "redlock auto-extend", waiting on wait event type Extension.
  *
@@ -230,13 +233,15 @@ worker_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
 {
 	LWLockReleaseAll();
 	redlock_registry_worker_detach();
+	redlock_subscriptions_close();
 	redlock_nodes_disconnect();
 }
 
 /*
  * redlock_worker_main
  *		The worker's entry point (main_arg unused).  Renews due locks, then sleeps
- *		until the next one falls due or an owner sets its latch; exits on SIGTERM or
+ *		until the next one falls due or an owner sets its latch, relaying release
+ *		announcements to waiting backends meanwhile; exits on SIGTERM or
  *		postmaster death.  An ERROR ends the process, and the postmaster starts it
  *		again after a second.
  */
@@ -282,7 +287,6 @@ redlock_worker_main(Datum main_arg pg_attribute_unused())
 		wait_ms = next_due_ms - redlock_clock_ms();
 		if (wait_ms < 1 || redlock_registry_changed(changes))
 			continue;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 (long) wait_ms, PG_WAIT_EXTENSION);
+		redlock_subscriptions_wait(wait_ms);
 	}
 }

@@ -1,0 +1,173 @@
+# Waiting without polling (issue 9), on two clusters sharing five masters: "auto" has
+# redlock preloaded (its worker subscribes to release announcements), "plain" does not.
+# Waiters use a retry delay of several seconds, so that acquiring within a fraction of
+# it shows that a wake-up, not a retry, ended the wait:
+# - wake on release: a release on the other cluster wakes the waiter (through the
+#   worker's subscription), a release in the same cluster wakes it directly;
+# - wake on expiry: a refused attempt learns the keys' PTTL and retries when they expire;
+# - one subscription per master for the whole cluster, however many sessions;
+# - fallback: the worker frozen (the announcement is lost) costs one retry delay; a
+#   master restarted during a wait is subscribed to again; the plain cluster polls;
+# - cancel, statement_timeout and lock_timeout end a wait and leave no waiter behind.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my $node = RedisMasters::redlock_node('auto', $redis,
+	$RedisMasters::ROOMY_CONF . "shared_preload_libraries = 'redlock'\n");
+my $other = RedisMasters::redlock_node('plain', $redis, $RedisMasters::ROOMY_CONF);
+my ($out, $err, $secs);
+
+my $slow = 'SET redlock.retry_delay = 5000; SET redlock.retry_jitter = 0';
+
+sub waiting
+{
+	return $node->safe_psql('postgres', 'SELECT waiting_backends FROM redlock_stats()');
+}
+
+sub wakeups
+{
+	return $node->safe_psql('postgres', 'SELECT wakeups FROM redlock_stats()');
+}
+
+# Starts WAITER's acquire of RESOURCE and returns once it is waiting.
+sub start_wait
+{
+	my ($waiter, $resource, $wait) = @_;
+	$waiter->start("SELECT redlock_acquire('$resource', 60000, $wait)");
+	ok(RedisMasters::wait_until(10, sub { waiting() eq '1' }),
+		"the waiter for $resource is registered (waiting_backends = 1)");
+	return;
+}
+
+my $holder = session($other);
+my $waiter = session($node);
+my $waiter_pid = $waiter->pid;
+sql($waiter, $slow);
+
+# --- the subscriptions: one per master for the cluster ---
+
+my @subs = $redis->wait_all(10, sub { !grep { $_ ne 'redlock:released 1' } @_ },
+	'PUBSUB', 'NUMSUB', 'redlock:released');
+s/\n/ /g for @subs;
+is(join(',', @subs), join(',', ('redlock:released 1') x 5),
+	'the worker holds one subscription to release announcements on each master');
+
+# --- wake on release, across clusters ---
+
+($out) = sql($holder, "SELECT redlock_acquire('handoff', 60000)");
+is($out, 't', 'the plain cluster holds "handoff"');
+my $wakeups = wakeups();
+start_wait($waiter, 'handoff', 20000);
+my $t_release = time;
+sql($holder, "SELECT redlock_release('handoff')");
+($out, $err) = $waiter->finish;
+my $handoff = time - $t_release;
+is($out, 't', 'the waiter acquires it once it is released on the other cluster');
+cmp_ok($handoff, '<', 2.5,
+	sprintf('... %.3f s after the release, well inside its 5 s retry delay: it was woken', $handoff));
+cmp_ok(wakeups(), '>', $wakeups, '... and redlock_stats().wakeups counted the wake-up');
+is(waiting(), '0', '... and it no longer waits');
+sql($waiter, "SELECT redlock_release('handoff')");
+
+# --- wake on release, within the cluster ---
+
+my $local = session($node);
+($out) = sql($local, "SELECT redlock_acquire('local-handoff', 60000)");
+start_wait($waiter, 'local-handoff', 20000);
+$t_release = time;
+sql($local, "SELECT redlock_release('local-handoff')");
+($out) = $waiter->finish;
+$handoff = time - $t_release;
+is($out, 't', 'a release in the same cluster hands the lock over');
+cmp_ok($handoff, '<', 2.5, sprintf('... after %.3f s: it was woken', $handoff));
+sql($waiter, "SELECT redlock_release('local-handoff')");
+
+# --- wake on expiry ---
+
+($out) = sql($holder, "SELECT redlock_claim('expiring', 1500)");
+is($out, 't', 'the plain cluster claims "expiring" for 1.5 s (never released)');
+my $t0 = time;
+($out, $err, $secs) = sql($waiter, "SET redlock.retry_delay = 10000; SELECT redlock_acquire('expiring', 60000, 20000)");
+is($out, 't', 'a waiter with a 10 s retry delay acquires it');
+cmp_ok($secs, '<', 4, sprintf('... after %.3f s: it slept until the keys expired, not 10 s', $secs));
+sql($waiter, "SELECT redlock_release('expiring'); SET redlock.retry_delay = 5000");
+
+# --- a lost announcement (worker frozen): one retry delay ---
+
+my $wpid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+sql($holder, "SELECT redlock_acquire('lost-message', 60000)");
+sql($waiter, 'SET redlock.retry_delay = 1500');
+start_wait($waiter, 'lost-message', 20000);
+kill 'STOP', $wpid;
+$t_release = time;
+sql($holder, "SELECT redlock_release('lost-message')");
+($out) = $waiter->finish;
+$handoff = time - $t_release;
+kill 'CONT', $wpid;
+is($out, 't', 'with the worker frozen the announcement is lost, and the waiter still acquires');
+cmp_ok($handoff, '<', 1.5 + 1.5,
+	sprintf('... after %.3f s: at most one retry delay (1.5 s) and an attempt', $handoff));
+sql($waiter, "SELECT redlock_release('lost-message'); SET redlock.retry_delay = 5000");
+
+# --- a master restarted during a wait is subscribed to again ---
+
+sql($holder, "SELECT redlock_acquire('restart-wait', 60000)");
+start_wait($waiter, 'restart-wait', 30000);
+$redis->restart(0);
+@subs = $redis->wait_all(10, sub { $_[0] eq "redlock:released\n1" }, 'PUBSUB', 'NUMSUB', 'redlock:released');
+is($subs[0], "redlock:released\n1", 'master 0, restarted during the wait, is subscribed to again');
+$t_release = time;
+sql($holder, "SELECT redlock_release('restart-wait')");
+($out) = $waiter->finish;
+$handoff = time - $t_release;
+is($out, 't', 'the waiter acquires it after the release');
+cmp_ok($handoff, '<', 2.5, sprintf('... after %.3f s: woken', $handoff));
+sql($waiter, "SELECT redlock_release('restart-wait')");
+
+# --- the plain cluster polls ---
+
+my $poller = session($other);
+sql($poller, 'SET redlock.retry_delay = 1000; SET redlock.retry_jitter = 0');
+sql($waiter, "SELECT redlock_acquire('polled', 60000)");
+$poller->start("SELECT redlock_acquire('polled', 60000, 20000)");
+usleep(300_000);
+sql($waiter, "SELECT redlock_release('polled')");
+($out) = $poller->finish;
+is($out, 't', 'without the library preloaded a waiter polls, and acquires');
+sql($poller, "SELECT redlock_release('polled')");
+
+# --- cancel, statement_timeout, lock_timeout: the wait ends, no waiter is left ---
+
+sql($holder, "SELECT redlock_acquire('blocked', 60000)");
+start_wait($waiter, 'blocked', 'NULL');
+my $t_cancel = time;
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($waiter_pid)");
+($out, $err) = $waiter->finish;
+like($err, qr/57014/, sprintf('a cancelled wait ends (%.3f s after the cancel)', time - $t_cancel));
+is(waiting(), '0', '... and leaves no waiter registered');
+($out, $err, $secs) = sql($waiter, "SET statement_timeout = 300; SELECT redlock_acquire('blocked', 60000, NULL)");
+like($err, qr/57014: canceling statement due to statement timeout/, 'statement_timeout ends a wait');
+cmp_ok($secs, '<', 2, sprintf('... after %.3f s', $secs));
+is(waiting(), '0', '... and leaves no waiter registered');
+($out, $err, $secs) = sql($waiter, "RESET statement_timeout; SET lock_timeout = 300; SELECT redlock_acquire('blocked', 60000, NULL)");
+like($err, qr/55P03/, 'lock_timeout ends a wait with 55P03');
+is(waiting(), '0', '... and leaves no waiter registered');
+sql($holder, "SELECT redlock_release('blocked')");
+
+$waiter->quit;
+$holder->quit;
+$local->quit;
+$poller->quit;
+$redis->no_keys_left;
+RedisMasters::no_crash($_) for $node, $other;
+done_testing();
