@@ -62,6 +62,7 @@
 #include <sys/socket.h>
 
 #include "common/cryptohash.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
@@ -930,6 +931,12 @@ record_reply(const redisReply *reply, RedlockNodeOutcome *outcome)
 		case REDIS_REPLY_INTEGER:
 			outcome->kind = REDLOCK_REPLY_INTEGER;
 			outcome->integer = reply->integer;
+			break;
+		case REDIS_REPLY_STRING:
+			/* Only compared with other masters' values: keep a hash. */
+			outcome->kind = REDLOCK_REPLY_STRING;
+			outcome->integer = (long long)
+				hash_bytes_extended((const unsigned char *) reply->str, (int) reply->len, 0);
 			break;
 		case REDIS_REPLY_ERROR:
 			outcome->kind = REDLOCK_REPLY_ERROR;

@@ -39,6 +39,16 @@ static RedlockScript release_script = {
 	.redeliver = true
 };
 
+/*
+ * The same without the announcement, for undoing an attempt while another client holds
+ * the lock on a quorum: waking the waiters would only have them refused again.
+ */
+static RedlockScript quiet_release_script = {
+	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
+	"return redis.call(\"del\", KEYS[1]) else return 0 end",
+	.redeliver = true
+};
+
 /* Spec §6: set a new TTL only while the key still holds our token. */
 static RedlockScript extend_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
@@ -102,6 +112,7 @@ static void
 result_init(RedlockNodeSet *set, RedlockResult *result)
 {
 	redlock_script_register(&release_script);
+	redlock_script_register(&quiet_release_script);
 	redlock_script_register(&extend_script);
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_nodeset_size(set);
@@ -120,6 +131,39 @@ static bool
 accept_integer(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_INTEGER;
+}
+
+/* A GET reply: the key's value, or none. */
+static bool
+accept_value(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_STRING || outcome->kind == REDLOCK_REPLY_NIL;
+}
+
+/*
+ * True when one value (another client's token) is on a quorum of the masters that
+ * refused our SET, read by the GET that followed it: that client holds the lock.
+ */
+static bool
+held_by_one_client(const RedlockNodeOutcome *set_outcomes,
+				   const RedlockNodeOutcome *get_outcomes, int count, int quorum)
+{
+	for (int i = 0; i < count; i++)
+	{
+		int			same = 0;
+
+		if (set_outcomes[i].kind != REDLOCK_REPLY_NIL ||
+			get_outcomes[i].kind != REDLOCK_REPLY_STRING)
+			continue;
+		for (int j = 0; j < count; j++)
+			if (set_outcomes[j].kind == REDLOCK_REPLY_NIL &&
+				get_outcomes[j].kind == REDLOCK_REPLY_STRING &&
+				get_outcomes[j].integer == get_outcomes[i].integer)
+				same++;
+		if (same >= quorum)
+			return true;
+	}
+	return false;
 }
 
 /* A release or extend script reply that acted on our key. */
@@ -158,6 +202,9 @@ debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
 			case REDLOCK_REPLY_PENDING:
 				appendStringInfoString(&buf, "not awaited");
 				continue;
+			case REDLOCK_REPLY_STRING:
+				appendStringInfoString(&buf, "a value");
+				break;
 			case REDLOCK_REPLY_OTHER:
 				appendStringInfoString(&buf, "unexpected reply");
 				break;
@@ -341,8 +388,10 @@ free_in_ms(const RedlockNodeOutcome *set_outcomes, const RedlockNodeOutcome *ptt
  * ttl_ms: the TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
  * wait_ms: how long to keep retrying a busy lock, in milliseconds; 0 makes one
  *		attempt, < 0 retries without limit (until interrupted).  When it is not 0, each
- *		attempt also asks every master for the key's PTTL, and the retry delay ends
- *		when a quorum of the keys that refused us will have expired.
+ *		attempt also asks every master for the key's value and PTTL: the retry delay
+ *		ends when a quorum of the keys that refused us will have expired, and a failed
+ *		attempt's undo announces the release only when no single other client holds
+ *		the lock on a quorum (a single attempt's undo never announces).
  * wakeups: NULL, or a counter bumped when a release of key is announced (see
  *		retry_sleep): the retry delay then ends early.
  * result: REDLOCK_OK with valid_until_ms set, measured from the start of the attempt
@@ -359,10 +408,11 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 					   int wait_ms, pg_atomic_uint64 *wakeups, RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
-	RedlockCommand commands[2] = {0};
+	RedlockCommand commands[3] = {0};
 	RedlockCommand *command = &commands[0];
-	RedlockCommand *pttl = &commands[1];
-	int			ncommands = (wait_ms != 0) ? 2 : 1;
+	RedlockCommand *get = &commands[1];
+	RedlockCommand *pttl = &commands[2];
+	int			ncommands = (wait_ms != 0) ? 3 : 1;
 	RedlockCommand undo;
 	char		ttl_text[16];
 	double		deadline_ms;
@@ -370,7 +420,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 
 	result_init(set, result);
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1) * 2);
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1) * 3);
 
 	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
@@ -386,7 +436,14 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 	for (int i = 0; i < command->argc; i++)
 		command->argvlen[i] = strlen(command->argv[i]);
 
-	/* A waiter also asks how long the key has left, in the same round trip. */
+	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
+	get->need = result->quorum;
+	get->accept = accept_value;
+	get->argc = 2;
+	get->argv[0] = "GET";
+	get->argv[1] = key;
+	get->argvlen[0] = 3;
+	get->argvlen[1] = strlen(key);
 	pttl->need = result->quorum;
 	pttl->accept = accept_integer;
 	pttl->argc = 2;
@@ -403,6 +460,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		int			answered = 0;
 		uint64		seen = wakeups ? pg_atomic_read_u64(wakeups) : 0;
 		double		free_in;
+		bool		held_elsewhere;
 
 		redlock_new_token(token);
 		command->argvlen[2] = strlen(token);
@@ -426,10 +484,13 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		result->accepted = accepted;
 		result->answered = answered;
 		result->elapsed_ms = now - start_ms;
-		free_in = ncommands == 2
-			? free_in_ms(outcomes, outcomes + result->node_count, result->node_count,
+		free_in = ncommands == 3
+			? free_in_ms(outcomes, outcomes + 2 * result->node_count, result->node_count,
 						 result->quorum)
 			: -1;
+		held_elsewhere = ncommands == 1 ||
+			held_by_one_client(outcomes, outcomes + result->node_count,
+							   result->node_count, result->quorum);
 
 		/* Spec §3 steps 3 and 4: a quorum, and validity left after elapsed and drift. */
 		if (accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0)
@@ -453,7 +514,8 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		 */
 		if (accepted > 0 || answered < result->node_count)
 		{
-			script_command(&undo, &release_script, key, token, NULL, -1);
+			script_command(&undo, held_elsewhere ? &quiet_release_script : &release_script,
+						   key, token, NULL, -1);
 			redlock_nodes_run(set, &undo, 1, false, outcomes);
 		}
 

@@ -81,6 +81,7 @@ typedef enum RedlockReplyKind
 	REDLOCK_REPLY_OK,			/* status reply "OK" */
 	REDLOCK_REPLY_NIL,			/* nil reply */
 	REDLOCK_REPLY_INTEGER,		/* integer reply, in integer */
+	REDLOCK_REPLY_STRING,		/* bulk string reply, a hash of it in integer */
 	REDLOCK_REPLY_ERROR,		/* error reply from Redis, text in error */
 	REDLOCK_REPLY_OTHER			/* any other reply type */
 } RedlockReplyKind;

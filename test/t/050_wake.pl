@@ -101,6 +101,24 @@ is($out, 't', 'a waiter with a 10 s retry delay acquires it');
 cmp_ok($secs, '<', 4, sprintf('... after %.3f s: it slept until the keys expired, not 10 s', $secs));
 sql($waiter, "SELECT redlock_release('expiring'); SET redlock.retry_delay = 5000");
 
+# --- no storm: a failed attempt's undo does not announce while another client holds a quorum ---
+
+# The holder's keys are on masters 0-2 only (as after a minority restarted), so every
+# attempt of the waiter wins masters 3 and 4 and must undo them.  Announcing those undos
+# would wake the waiter itself (and every other waiter) into a retry loop.
+sql($holder, "SELECT redlock_acquire('no-storm', 60000)");
+$redis->redis_cli($_, 'DEL', 'no-storm') for 3, 4;
+my ($attempts) = $node->safe_psql('postgres', 'SELECT attempts FROM redlock_stats()');
+$wakeups = wakeups();
+($out, $err, $secs) = sql($waiter, "SET redlock.retry_delay = 1000; SELECT redlock_acquire('no-storm', 60000, 3000)");
+is($out, 'f', 'a waiter that wins only masters 3 and 4 of a lock held on 0-2 does not acquire it');
+my $made = $node->safe_psql('postgres', 'SELECT attempts FROM redlock_stats()') - $attempts;
+cmp_ok($made, '<=', 6, "... it made $made attempts in 3 s with a 1 s retry delay: no wake-up storm");
+is(wakeups(), $wakeups, '... and its undos woke nobody');
+is($redis->holding('no-storm', 3), 3, '... and left only the holder\'s 3 keys');
+sql($holder, "SELECT redlock_release('no-storm')");
+sql($waiter, 'SET redlock.retry_delay = 5000');
+
 # --- a lost announcement (worker frozen): one retry delay ---
 
 my $wpid = $node->safe_psql('postgres',
