@@ -3,12 +3,17 @@
  * redlock.h
  *	  Shared types and the functions each layer of redlock offers the one above.
  *
- * Layers, top to bottom: SQL functions (sql.c) and transaction
- * hooks (xact.c) -> lock table (locktable.c) -> quorum protocol (quorum.c) -> node
- * connections (node.c) -> configuration (guc.c, servers.c).  Each layer calls only the
- * one below it; the clock (clock.c) is a leaf any of them reads.  Times are
- * milliseconds on every interface, read with redlock_clock_ms().  The lower layers return outcomes; only the SQL functions
- * and the hooks turn them into errors or warnings (report.c holds their shared words).
+ * Layers, top to bottom: SQL functions (sql.c) and transaction hooks (xact.c) -> lock
+ * table (locktable.c) -> quorum protocol (quorum.c) -> node connections (node.c) ->
+ * configuration (guc.c, servers.c).  Each layer calls only the one below it; the clock
+ * (clock.c) and the counters (stats.c) are leaves any of them uses.  Beside the lock
+ * table, in shared memory, the registry (registry.c) of auto-extended locks and of
+ * waiters: backends add to it, and the background worker (worker.c) renews what it
+ * holds through quorum.c with its own connections, and relays release announcements
+ * from its subscriptions (subscription.c) to the waiters.  Times are milliseconds on
+ * every interface, read with redlock_clock_ms().  The lower layers return outcomes;
+ * only the SQL functions and the hooks turn them into errors or warnings (report.c
+ * holds their shared words).
  *
  *-------------------------------------------------------------------------
  */
