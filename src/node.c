@@ -799,6 +799,21 @@ node_connect_error(const RedlockNode *node)
 	return err;
 }
 
+/*
+ * A node that makes progress on a call (its commands all written, a reply read) gets
+ * another redlock.timeout: the timeout bounds a wait without progress, so that a
+ * batch of thousands of commands (a cleanup, the worker's renewals) is not cut short
+ * while a hung master still costs one timeout.
+ */
+static void
+call_progressed(CallState *cs, int i)
+{
+	NodeCall   *call = &cs->calls[i];
+
+	if (call_waits_on(call))
+		call->deadline_ms = Max(call->deadline_ms, redlock_clock_ms() + redlock_timeout_ms);
+}
+
 /* Sends what node i has buffered; fails the node on an I/O error. */
 static void
 node_write(CallState *cs, int i)
@@ -811,6 +826,8 @@ node_write(CallState *cs, int i)
 		node_fail(cs, i, node->ctx->errstr);
 		return;
 	}
+	if (done && node->writing)
+		call_progressed(cs, i);
 	node->writing = !done;
 }
 
@@ -1001,6 +1018,7 @@ node_read(CallState *cs, int i)
 		}
 		owed_pop(node, &entry);
 		node->progress_ms = redlock_clock_ms();
+		call_progressed(cs, i);
 
 		if (entry.call_id == 0)
 		{

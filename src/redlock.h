@@ -350,7 +350,7 @@ extern void redlock_registry_worker_attach(void);
 extern void redlock_registry_worker_detach(void);
 extern int	redlock_registry_due(double now_ms, RedlockRenewal **renewals,
 								 double *next_due_ms, uint64 *changes);
-extern bool redlock_registry_changed(uint64 changes);
+extern bool redlock_registry_may_sleep(uint64 changes, double until_ms);
 extern bool redlock_registry_config(int slot, uint32 generation, RedlockRegistryConfig *out);
 extern void redlock_registry_renewed(const RedlockRenewal *renewals,
 									 const RedlockRenewalOutcome *outcomes, int n);

@@ -102,7 +102,8 @@ typedef struct RegistryShared
 	LWLock	   *lock;
 	ConditionVariable answered; /* the worker answered an owner's request */
 	Latch	   *worker_latch;	/* NULL while no worker runs */
-	uint64		changes;		/* bumped by each activation and owner's request */
+	uint64		changes;		/* bumped by activations and requests it must see */
+	double		worker_sleeps_until_ms; /* 0 while the worker is awake */
 	int			worker_pid;
 	int			max_entries;
 	int			used;
@@ -384,6 +385,7 @@ redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token
 						  int ttl_ms, double valid_until_ms)
 {
 	RegistryEntry *entry;
+	bool		wake = false;
 
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	entry = entry_of(handle);
@@ -395,10 +397,15 @@ redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token
 		entry->valid_until_ms = valid_until_ms;
 		entry->next_renewal_ms = redlock_renewal_due_ms(ttl_ms, valid_until_ms);
 		entry->last_renewal = 0;
-		registry->changes++;
+		/* Only a lock due before the worker's planned wake-up needs it now. */
+		wake = registry->worker_sleeps_until_ms == 0 ||
+			entry->next_renewal_ms < registry->worker_sleeps_until_ms;
+		if (wake)
+			registry->changes++;
 	}
 	LWLockRelease(registry->lock);
-	wake_worker();
+	if (wake)
+		wake_worker();
 }
 
 /*
@@ -652,7 +659,7 @@ entry_mark_lost(RegistryEntry *entry, const char *reason)
  * are removed; locks whose validity ran out before they could be renewed (the worker
  * was not running) are marked lost.
  * next_due_ms: set to the earliest renewal time among the others (or now + 1 s).
- * changes: set to the registry's change count as read (see redlock_registry_changed).
+ * changes: set to the registry's change count as read (see redlock_registry_may_sleep).
  * Raises only out-of-memory errors.
  */
 int
@@ -666,6 +673,7 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 	*next_due_ms = now_ms + 1000;
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	*changes = registry->changes;
+	registry->worker_sleeps_until_ms = 0;	/* awake */
 	for (int i = 0; i < registry->max_entries; i++)
 	{
 		RegistryEntry *entry = &registry->entries[i];
@@ -731,20 +739,24 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 }
 
 /*
- * redlock_registry_changed
- *		True when a lock was activated or an owner asked for a new TTL since
- *		redlock_registry_due read changes: the worker must look again before it sleeps
- *		(its latch may have been reset by a network wait meanwhile).  Raises nothing.
+ * redlock_registry_may_sleep
+ *		The worker is about to sleep until until_ms (a redlock_clock_ms() time).  False
+ *		when a lock was activated or an owner asked for a new TTL since
+ *		redlock_registry_due read changes: it must look again first (its latch may have
+ *		been reset by a network wait meanwhile).  True otherwise, and owners then wake
+ *		it only for locks due before until_ms.  Raises nothing.
  */
 bool
-redlock_registry_changed(uint64 changes)
+redlock_registry_may_sleep(uint64 changes, double until_ms)
 {
-	bool		changed;
+	bool		may;
 
-	LWLockAcquire(registry->lock, LW_SHARED);
-	changed = registry->changes != changes;
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	may = (registry->changes == changes);
+	if (may)
+		registry->worker_sleeps_until_ms = until_ms;
 	LWLockRelease(registry->lock);
-	return changed;
+	return may;
 }
 
 /*

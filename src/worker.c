@@ -285,7 +285,7 @@ redlock_worker_main(Datum main_arg pg_attribute_unused())
 
 		/* A lock added or a request made during the round: look again at once. */
 		wait_ms = next_due_ms - redlock_clock_ms();
-		if (wait_ms < 1 || redlock_registry_changed(changes))
+		if (wait_ms < 1 || !redlock_registry_may_sleep(changes, next_due_ms))
 			continue;
 		redlock_subscriptions_wait(wait_ms);
 	}
