@@ -809,9 +809,13 @@ static void
 call_progressed(CallState *cs, int i)
 {
 	NodeCall   *call = &cs->calls[i];
+	double		deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
 
-	if (call_waits_on(call))
-		call->deadline_ms = Max(call->deadline_ms, redlock_clock_ms() + redlock_timeout_ms);
+	if (call_waits_on(call) && deadline_ms > call->deadline_ms)
+	{
+		call->deadline_ms = deadline_ms;
+		call->polled_after_deadline = false;
+	}
 }
 
 /* Sends what node i has buffered; fails the node on an I/O error. */
