@@ -293,8 +293,9 @@ count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
  * quorum of masters that many ms from now (their PTTLs), so waking then is enough.
  * wakeups (may be NULL): a counter another process bumps, and sets our latch, when the
  * lock is released; once it differs from seen (read before the attempt went out), the
- * sleep ends after a random 0-2 ms (at most retry_jitter), so that waiters woken
- * together do not all retry in the same instant.  Interruptible.
+ * sleep ends after a random 0-2000 us (at most retry_jitter ms), so that waiters woken
+ * together do not all retry in the same instant.  Interruptible (that short jitter
+ * aside).
  */
 static void
 retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
@@ -303,7 +304,6 @@ retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
 	double		now = redlock_clock_ms();
 	double		delay = redlock_retry_delay_ms;
 	double		end;
-	bool		woken = false;
 
 	if (redlock_retry_jitter_ms > 0)
 		delay += (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
@@ -319,12 +319,15 @@ retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
 	{
 		int			rc;
 
-		if (wakeups && !woken && pg_atomic_read_u64(wakeups) != seen)
+		if (wakeups && pg_atomic_read_u64(wakeups) != seen)
 		{
-			woken = true;
-			end = Min(end, now + (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
-															   Min(redlock_retry_jitter_ms, 2)));
-			continue;
+			/* Woken: a random 0-2 ms (in microseconds), then retry. */
+			uint64		max_us = (uint64) Min(redlock_retry_jitter_ms, 2) * 1000;
+
+			if (max_us > 0)
+				pg_usleep((long) pg_prng_uint64_range(&pg_global_prng_state, 0, max_us));
+			CHECK_FOR_INTERRUPTS();
+			break;
 		}
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					   (long) ceil(end - now), PG_WAIT_EXTENSION);

@@ -50,6 +50,7 @@
 #include "redlock.h"
 
 #define REGISTRY_CONFIGS			16
+#define REDLOCK_WAKE_DEDUP_MS		3	/* announcements of one release arrive within it */
 #define REGISTRY_SERVERS_LEN		(sizeof(((RedlockRegistryConfig *) 0)->servers) - 1)
 #define REGISTRY_CREDENTIAL_LEN		(sizeof(((RedlockRegistryConfig *) 0)->username) - 1)
 
@@ -119,6 +120,7 @@ typedef struct RegistryWaiter
 {
 	pg_atomic_uint64 key_hash;	/* hash of the key waited for (odd); 0: not waiting */
 	pg_atomic_uint64 wakeups;
+	pg_atomic_uint64 woken_at_us;	/* when last woken (redlock_clock_ms() * 1000) */
 } RegistryWaiter;
 
 static RegistryShared *registry = NULL;
@@ -170,6 +172,7 @@ registry_shmem_startup(void)
 		{
 			pg_atomic_init_u64(&waiters[i].key_hash, 0);
 			pg_atomic_init_u64(&waiters[i].wakeups, 0);
+			pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -922,20 +925,31 @@ redlock_registry_wait_end(void)
 /*
  * redlock_registry_wake
  *		A release of key (len bytes) was announced: bumps the counter of every backend
- *		waiting for it and sets its latch.  Returns how many were woken.  Raises nothing.
+ *		waiting for it and sets its latch.  One release is announced by every master
+ *		that deleted the key, and also directly in its own cluster: a waiter woken less
+ *		than REDLOCK_WAKE_DEDUP_MS ago is left alone, so that one release wakes it once
+ *		(a second wake would make it retry again while the new holder works).  Returns
+ *		how many were woken.  Raises nothing.
  */
 int
 redlock_registry_wake(const char *key, size_t len)
 {
 	uint64		h;
 	int			woken = 0;
+	uint64		now_us = (uint64) (redlock_clock_ms() * 1000.0);
 
 	if (waiters == NULL)
 		return 0;
 	h = key_hash(key, len);
 	for (int i = 0; i < MaxBackends; i++)
 	{
+		uint64		last_us;
+
 		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
+			continue;
+		last_us = pg_atomic_read_u64(&waiters[i].woken_at_us);
+		if (now_us - last_us < REDLOCK_WAKE_DEDUP_MS * 1000 ||
+			!pg_atomic_compare_exchange_u64(&waiters[i].woken_at_us, &last_us, now_us))
 			continue;
 		pg_atomic_fetch_add_u64(&waiters[i].wakeups, 1);
 		SetLatch(&ProcGlobal->allProcs[i].procLatch);
