@@ -1,9 +1,11 @@
 # Interoperability with node-redlock (npm "redlock" 5.0.0-beta.2 over ioredis): with
 # redlock.key_prefix empty, on the same five masters and the same resource name, each
 # side's lock excludes the other, neither side's release removes the other's keys, and
-# each can take the lock once the other has released it.  Keys and values are read with
-# redis-cli.  The npm packages (test/interop/package-lock.json) are installed with
-# `npm ci` into a temp copy, so the test needs node, npm and the npm registry.
+# each can take the lock once the other has released it; a waiter of ours acquires within
+# one retry delay of a node-redlock release (node-redlock announces no release, so the
+# waiter is not woken).  Keys and values are read with redis-cli.  The npm packages
+# (test/interop/package-lock.json) are installed with `npm ci` into a temp copy, so the
+# test needs node, npm and the npm registry.
 
 use strict;
 use warnings;
@@ -14,7 +16,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(time usleep);
 
 use RedisMasters;
 
@@ -202,6 +204,34 @@ ok( settled(
 		}),
 	'... PTTL raised on all 5 masters') or diag("PTTL: @pttl");
 is(js('release ext-job'), 'ok', 'node-redlock releases ext-job');
+
+# --- a node-redlock release ends our wait within one retry delay ---
+# node-redlock does not announce its releases (only our release script publishes on
+# redlock:released), so nothing wakes our waiter: it sees the lock free at its next
+# attempt, one retry delay after the refused one at most.  Its PTTL read finds
+# node-redlock's 30 s keys, so no wake on expiry shortens that delay either.  (Whether
+# this cluster has the library preloaded does not matter here.)
+
+like(js('acquire wake-js 30000'), qr/^ok /, 'node-redlock acquires wake-js for 30 s');
+ok($redis->holding('wake-js', 5, 5) == 5, '... on all 5 masters');
+sql($s, 'SET redlock.retry_delay = 1500; SET redlock.retry_jitter = 0');
+my ($attempts0) = sql($s, 'SELECT attempts FROM redlock_stats()');
+@before = $redis->calls('set');
+$s->start("SELECT redlock_acquire('wake-js', 30000, 10000)");
+ok($redis->wait_calls(\@before, 'set'), 'our waiter (retry delay 1.5 s) was refused on every master');
+my $t_release = time;
+is(js('release wake-js'), 'ok', 'node-redlock releases wake-js while our session waits');
+my $secs;
+($out, $err, $secs) = $s->finish;
+my $waited = time - $t_release;
+is($out, 't', 'our waiter acquires wake-js after the node-redlock release');
+cmp_ok($waited, '<', 1.5 + 1.0,
+	sprintf('... %.3f s after the release: within one retry delay (1.5 s) and a margin', $waited));
+my ($attempts1) = sql($s, 'SELECT attempts FROM redlock_stats()');
+note sprintf('the wait took %.3f s and %d attempts', $secs, $attempts1 - $attempts0);
+($out) = sql($s, "SELECT redlock_release('wake-js')");
+is($out, 't', 'extension releases wake-js');
+sql($s, 'RESET redlock.retry_delay; RESET redlock.retry_jitter');
 
 # --- a key prefix puts the extension's locks in another namespace ---
 
