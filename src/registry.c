@@ -121,10 +121,21 @@ typedef struct RegistryWaiter
 	pg_atomic_uint64 key_hash;	/* hash of the key waited for (odd); 0: not waiting */
 	pg_atomic_uint64 wakeups;
 	pg_atomic_uint64 woken_at_us;	/* when last woken (redlock_clock_ms() * 1000) */
+	pg_atomic_uint64 since_us;	/* when this wait began (likewise) */
 } RegistryWaiter;
+
+/* The last wake-up of a key, in a small table of recent ones (by hash). */
+typedef struct RecentWake
+{
+	pg_atomic_uint64 key_hash;
+	pg_atomic_uint64 at_us;
+} RecentWake;
+
+#define RECENT_WAKES 64
 
 static RegistryShared *registry = NULL;
 static RegistryWaiter *waiters = NULL;
+static RecentWake *recent_wakes = NULL;
 static bool waiter_exit_registered = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -144,6 +155,7 @@ registry_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(registry_size()));
 	RequestAddinShmemSpace(MAXALIGN(mul_size(MaxBackends, sizeof(RegistryWaiter))));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(RecentWake) * RECENT_WAKES));
 	RequestNamedLWLockTranche("redlock registry", 1);
 }
 
@@ -173,6 +185,17 @@ registry_shmem_startup(void)
 			pg_atomic_init_u64(&waiters[i].key_hash, 0);
 			pg_atomic_init_u64(&waiters[i].wakeups, 0);
 			pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
+			pg_atomic_init_u64(&waiters[i].since_us, 0);
+		}
+	}
+	recent_wakes = ShmemInitStruct("redlock recent wakes", sizeof(RecentWake) * RECENT_WAKES,
+								   &found);
+	if (!found)
+	{
+		for (int i = 0; i < RECENT_WAKES; i++)
+		{
+			pg_atomic_init_u64(&recent_wakes[i].key_hash, 0);
+			pg_atomic_init_u64(&recent_wakes[i].at_us, 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -906,6 +929,7 @@ redlock_registry_wait_begin(const char *key)
 		waiter_exit_registered = true;
 	}
 	w = &waiters[MyProc->pgprocno];
+	pg_atomic_write_u64(&w->since_us, (uint64) (redlock_clock_ms() * 1000.0));
 	pg_atomic_write_u64(&w->key_hash, key_hash(key, strlen(key)));
 	return &w->wakeups;
 }
@@ -924,40 +948,62 @@ redlock_registry_wait_end(void)
 
 /*
  * redlock_registry_wake
- *		A release of key (len bytes) was announced: bumps the counter of every backend
- *		waiting for it and sets its latch.  One release is announced by every master
- *		that deleted the key, and also directly in its own cluster: a waiter woken less
- *		than REDLOCK_WAKE_DEDUP_MS ago is left alone, so that one release wakes it once
- *		(a second wake would make it retry again while the new holder works).  Returns
- *		how many were woken.  Raises nothing.
+ *		A release of key (len bytes) was announced: wakes the backend of this cluster
+ *		that has waited longest for key (bumps its counter and sets its latch).  One
+ *		waiter a release, not all: each cluster's woken waiter races the others' for
+ *		the lock, and waking every waiter would make them all retry, be refused and
+ *		wait again, a herd that cost more CPU than the handoff on 2 cores.  Waiters are
+ *		thus woken oldest first within a cluster; the others keep their own retry
+ *		delays.  One release is announced by every master that deleted the key, and
+ *		also directly in its own cluster: when key woke a waiter less than
+ *		REDLOCK_WAKE_DEDUP_MS ago (a table of recent wake-ups by key hash; a collision
+ *		only costs a waiter its ordinary retry delay), this is the same release and
+ *		nobody else is woken.
+ *		Returns how many were woken (0 or 1).  Raises nothing.
  */
 int
 redlock_registry_wake(const char *key, size_t len)
 {
 	uint64		h;
-	int			woken = 0;
 	uint64		now_us = (uint64) (redlock_clock_ms() * 1000.0);
+	int			oldest = -1;
+	uint64		oldest_since = PG_UINT64_MAX;
+	uint64		last_us;
+	RecentWake *recent;
 
 	if (waiters == NULL)
 		return 0;
 	h = key_hash(key, len);
+	recent = &recent_wakes[h % RECENT_WAKES];
+	if (pg_atomic_read_u64(&recent->key_hash) == h &&
+		now_us - pg_atomic_read_u64(&recent->at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
+		return 0;
 	for (int i = 0; i < MaxBackends; i++)
 	{
-		uint64		last_us;
+		uint64		since;
 
 		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
 			continue;
-		last_us = pg_atomic_read_u64(&waiters[i].woken_at_us);
-		if (now_us - last_us < REDLOCK_WAKE_DEDUP_MS * 1000 ||
-			!pg_atomic_compare_exchange_u64(&waiters[i].woken_at_us, &last_us, now_us))
-			continue;
-		pg_atomic_fetch_add_u64(&waiters[i].wakeups, 1);
-		SetLatch(&ProcGlobal->allProcs[i].procLatch);
-		woken++;
+		if (now_us - pg_atomic_read_u64(&waiters[i].woken_at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
+			return 0;
+		since = pg_atomic_read_u64(&waiters[i].since_us);
+		if (since < oldest_since)
+		{
+			oldest = i;
+			oldest_since = since;
+		}
 	}
-	for (int i = 0; i < woken; i++)
-		redlock_stats_count(REDLOCK_STAT_WAKEUPS);
-	return woken;
+	if (oldest < 0)
+		return 0;
+	last_us = pg_atomic_read_u64(&waiters[oldest].woken_at_us);
+	if (!pg_atomic_compare_exchange_u64(&waiters[oldest].woken_at_us, &last_us, now_us))
+		return 0;				/* another process woke it just now */
+	pg_atomic_write_u64(&recent->at_us, now_us);
+	pg_atomic_write_u64(&recent->key_hash, h);
+	pg_atomic_fetch_add_u64(&waiters[oldest].wakeups, 1);
+	SetLatch(&ProcGlobal->allProcs[oldest].procLatch);
+	redlock_stats_count(REDLOCK_STAT_WAKEUPS);
+	return 1;
 }
 
 /*

@@ -8,9 +8,9 @@
  * The release script publishes the key it deleted on REDLOCK_RELEASE_CHANNEL, on each
  * master that deleted it.  So that a waiter does not need a subscribed connection of
  * its own to every master, the worker holds one per master for the whole cluster and
- * sets the latches of the backends that wait for the key (registry.c).  Several
- * masters announce the same release: the first message wakes the waiters, the others
- * find them awake or gone.
+ * wakes the backend that waits longest for the key (registry.c).  Each master that
+ * deleted the key announces the release: the waiter is woken once a quorum of them has
+ * (sooner, the key could still be on a majority), and the rest are ignored.
  *
  * Nothing here is needed for safety: a lost message, a dropped connection or a master
  * that restarts only make a waiter wait its ordinary retry delay.  A connection that
@@ -23,6 +23,7 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
@@ -45,6 +46,23 @@ typedef struct Subscriber
 	double		retry_at_ms;	/* when closed: when to open it again */
 } Subscriber;
 
+/*
+ * Announcements of recent releases, counted by key: one release is announced by each
+ * master that deleted the key, at slightly different moments, and a waiter woken by the
+ * first could find the key still on a majority.  Waiters are woken once a quorum of the
+ * masters announced it; later announcements of the same release are ignored.
+ */
+typedef struct Announced
+{
+	uint64		key_hash;
+	int			count;
+	double		first_ms;
+} Announced;
+
+#define ANNOUNCED_SLOTS 256
+#define ANNOUNCED_WINDOW_MS 100	/* announcements of one release come within it */
+
+static Announced announced[ANNOUNCED_SLOTS];
 static Subscriber subs[REDLOCK_MAX_NODES];
 static int	nsubs = 0;
 static bool configured = false;
@@ -124,6 +142,24 @@ sub_open(Subscriber *sub)
 		sub_fail(sub, "out of memory");
 }
 
+/* Counts one master's announcement of key; wakes its waiters at the quorum-th. */
+static void
+announce(const char *key, size_t len)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) key, (int) len, 0);
+	Announced  *a = &announced[h % ANNOUNCED_SLOTS];
+	double		now = redlock_clock_ms();
+
+	if (a->key_hash != h || now - a->first_ms > ANNOUNCED_WINDOW_MS)
+	{
+		a->key_hash = h;
+		a->count = 0;
+		a->first_ms = now;
+	}
+	if (++a->count == nsubs / 2 + 1)
+		(void) redlock_registry_wake(key, len);
+}
+
 /* Handles one reply on sub: a confirmation, an error, or an announced release. */
 static void
 sub_reply(Subscriber *sub, redisReply *reply)
@@ -147,7 +183,7 @@ sub_reply(Subscriber *sub, redisReply *reply)
 		sub->subscribed = true;
 	else if (strcmp(reply->element[0]->str, "message") == 0 &&
 			 reply->element[2]->type == REDIS_REPLY_STRING)
-		(void) redlock_registry_wake(reply->element[2]->str, reply->element[2]->len);
+		announce(reply->element[2]->str, reply->element[2]->len);
 }
 
 /* Services socket events on sub. */

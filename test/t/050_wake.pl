@@ -3,7 +3,8 @@
 # Waiters use a retry delay of several seconds, so that acquiring within a fraction of
 # it shows that a wake-up, not a retry, ended the wait:
 # - wake on release: a release on the other cluster wakes the waiter (through the
-#   worker's subscription), a release in the same cluster wakes it directly;
+#   worker's subscription), a release in the same cluster wakes it directly; one
+#   waiter a release per cluster, the longest-waiting first;
 # - wake on expiry: a refused attempt learns the keys' PTTL and retries when they expire;
 # - one subscription per master for the whole cluster, however many sessions;
 # - fallback: the worker frozen (the announcement is lost) costs one retry delay; a
@@ -90,6 +91,30 @@ $handoff = time - $t_release;
 is($out, 't', 'a release in the same cluster hands the lock over');
 cmp_ok($handoff, '<', 2.5, sprintf('... after %.3f s: it was woken', $handoff));
 sql($waiter, "SELECT redlock_release('local-handoff')");
+
+# --- one waiter a release, the longest-waiting first ---
+
+my $second = session($node);
+sql($second, $slow);
+($out) = sql($holder, "SELECT redlock_acquire('queue', 60000)");
+start_wait($waiter, 'queue', 20000);
+$second->start("SELECT redlock_acquire('queue', 60000, 20000)");
+ok(RedisMasters::wait_until(10, sub { waiting() eq '2' }), 'a second waiter for "queue" is registered');
+$wakeups = wakeups();
+$t_release = time;
+sql($holder, "SELECT redlock_release('queue')");
+($out) = $waiter->finish;
+is($out, 't', 'the release hands "queue" to the waiter that waited longest');
+cmp_ok(time - $t_release, '<', 2.5, '... woken, not after its 5 s retry delay');
+is(wakeups() - $wakeups, 1, '... and it alone was woken (one wake-up for the release)');
+is(waiting(), '1', '... while the other still waits');
+$t_release = time;
+sql($waiter, "SELECT redlock_release('queue')");
+($out) = $second->finish;
+is($out, 't', 'the next release hands it to the other waiter');
+cmp_ok(time - $t_release, '<', 2.5, '... woken in turn');
+sql($second, "SELECT redlock_release('queue')");
+$second->quit;
 
 # --- wake on expiry ---
 
