@@ -761,7 +761,7 @@ INSERT INTO checker_guard (resource)
 	$r{$_} = 0 for qw(attempts acquired busy unavailable other_errors);
 
 	for my $row (_rows($node, q{
-SELECT outcome, coalesce(sqlstate, ''), count(*), min(message)
+SELECT outcome, coalesce(sqlstate, ''), count(*), min(replace(message, E'\n', ' '))
 FROM checker_attempts GROUP BY 1, 2 ORDER BY 1, 2}))
 	{
 		my ($outcome, $state, $n, $msg) = @$row;
