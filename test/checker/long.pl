@@ -66,7 +66,7 @@ for my $name (@names)
 	my $r = Checker::run_scenario($on, \%masters, $name, seconds => $secs);
 	push @results, $r;
 	print $out Checker::describe($r), "\n";
-	is($r->{pgbench_rc}, 0, "$name: pgbench ran to the end");
+	is($r->{pgbench_rc}, 0, "$name: the clients ran to the end");
 	if ($r->{expect_violations})
 	{
 		cmp_ok($r->{violations}, '>', 0, "$name (negative control): violations seen");

@@ -70,6 +70,11 @@ cmp_ok($r->{renewals_failed}, '>', 0, 'long-job: renewals failed while a majorit
 is($r->{losses_in}{'a majority frozen 0.5 s'}, 0,
 	'long-job: no lock was lost to a majority frozen for less than TTL/3 (its renewal was'
 	  . ' retried until the majority was back)');
+my $validity = int($r->{ttl_ms} * 0.99 - 2);
+cmp_ok($r->{loss_after_renewal_max_ms} // 0, '<', $validity,
+	'long-job: every loss was declared, and its job cancelled, before the validity could run'
+	  . " out (at most $r->{loss_after_renewal_max_ms} ms after the last renewal; the"
+	  . " validity is $validity ms)");
 is($r->{losses_unrenewed}, 0,
 	'long-job: no validity ran out before the worker could renew it (the worker restarted'
 	  . ' after SIGTERM and was frozen 0.5 s)');
