@@ -1240,6 +1240,9 @@ GROUP BY s.resource, s.pid, s.t1, s.next_pid, s.next_t1
 ORDER BY 1}))
 	{
 		$r->{overlaps}++;
+		push @{ $r->{overlap_rows} },
+		  sprintf('+%.3f s %s: %s writes of pid %s committed up to %s ms after pid %s acquired',
+			$row->[0], $row->[1], $row->[4], $row->[3], $row->[5], $row->[2]);
 		next if $pair{ $row->[6] };
 		push @violations,
 		  {
@@ -1480,6 +1483,7 @@ sub _describe_job
 		  . " before, and none of its work committed after the loss); holds whose committed"
 		  . " work overlapped the next holder's: %d; guards found taken over at the end: %d\n",
 		$r->{conflicts}, $r->{excused}, $r->{overlaps}, $r->{taken_over});
+	$s .= "     overlap: $_\n" for @{ $r->{overlap_rows} // [] };
 	for my $v (@{ $r->{excused_rows} })
 	{
 		my $c = $v->{other_commit_after_loss_ms};
