@@ -3,7 +3,8 @@
 # pgbench drives CLIENTS sessions that loop on CALL checker_attempt(...) (checker.sql) over
 # a few resources; meanwhile a fault schedule (kill -9 / restart, SIGSTOP / SIGCONT, added
 # latency through delayproxy.pl) runs in this process.  Afterwards the attempts and
-# violations tables give the figures.  Used by test/t/010_checker.pl and run-long.
+# violations tables give the figures.  Used by test/t/010_checker.pl, 011 and 012, and
+# run-long.
 #
 #   my $redis = RedisMasters->new(5);
 #   my $node  = RedisMasters::redlock_node('checker', $redis, Checker::node_conf());
@@ -12,9 +13,13 @@
 #                        seconds => 10);
 #   print Checker::describe($r);     # $r->{violations}, {acquired}, {attempts}, ...
 #
+# The long-job scenarios (issue 8: locks kept alive by the auto-extend worker) need a node
+# made with node_conf(preload => 1), and drive psql clients instead of pgbench (see run).
+#
 # The fault schedule gets a Checker::Faults object: $f->at(SECONDS) waits until that time
 # after the start; $f->kill(I...), $f->start(I...), $f->stop(I...), $f->cont(I...) act on
-# masters; $f->delay(MIN, MAX) sets the proxies' delay.  Each action is logged with its
+# masters; $f->delay(MIN, MAX) sets the proxies' delay; $f->worker_term, worker_stop and
+# worker_cont act on the auto-extend worker.  Each action is logged with its
 # time, and the time between actions is labelled with the state of the masters ("2 killed",
 # "1 stopped", ...), so liveness can be reported per state.
 
@@ -37,10 +42,16 @@ my $DIR = File::Spec->rel2abs(dirname(__FILE__));
 my @all_proxies;
 
 # postgresql.conf lines for a checker node: room for the clients, and short retry delays
-# so that a wait_ms of a few tens of ms means a few retries.
+# so that a wait_ms of a few tens of ms means a few retries.  With preload => 1, for the
+# long-job scenarios: redlock in shared_preload_libraries (the auto-extend worker), and
+# commit timestamps, which tell when each of a job's writes committed.
 sub node_conf
 {
-	return "max_connections = 64\nredlock.retry_delay = 5\nredlock.retry_jitter = 10\n";
+	my (%o) = @_;
+	my $conf = "max_connections = 64\nredlock.retry_delay = 5\nredlock.retry_jitter = 10\n";
+	$conf .= "shared_preload_libraries = 'redlock'\ntrack_commit_timestamp = on\n"
+	  if $o{preload};
+	return $conf;
 }
 
 # Creates the checker's tables and procedure in NODE's postgres database.
@@ -385,8 +396,88 @@ my %SCENARIOS = (
 		expect_no_gave_up => 1,
 		faults => sub { _renew_faults(@_, 0) },
 	},
+
+	# ---- long jobs: auto-extended locks (issue 8), on a node with the library preloaded ----
+
+	'long-job' => {
+		desc => 'auto-extended locks (TTL 3 s) held by jobs of 10 s (4 transactions of 5'
+		  . ' writes 500 ms apart); a majority frozen 1.2 x TTL + 0.3 s'
+		  . ' (locks lost: jobs cancelled, and half of them swallow the cancel and try to'
+		  . ' commit), a majority frozen 0.5 s (< TTL/3: renewals retried), the worker'
+		  . ' terminated (restarted by the postmaster) and frozen 0.5 s, a minority killed'
+		  . ' (delayed restart)',
+		masters => 'plain',
+		preload => 1,
+		ttl_ms => 3000,
+		wait_ms => 200,
+		job => { xacts => 4, steps => 5, step_ms => 500 },
+		pgoptions => ['redlock.auto_extend=on'],
+		faults => sub { _long_job_faults(@_) },
+	},
+	'unsafe-long-job-no-cancel' => {
+		desc => 'NEGATIVE CONTROL: long-job with redlock.cancel_on_loss off: jobs work on after'
+		  . ' the worker lost their lock to a frozen majority',
+		masters => 'plain',
+		preload => 1,
+		ttl_ms => 3000,
+		wait_ms => 200,
+		job => { xacts => 4, steps => 5, step_ms => 500 },
+		pgoptions => [ 'redlock.auto_extend=on', 'redlock.cancel_on_loss=off' ],
+		expect_violations => 1,
+		faults => sub { _long_job_faults(@_) },
+	},
 );
 $SCENARIOS_REF = \%SCENARIOS;
+
+# For the long-job scenarios, in a loop: a majority (3 masters) frozen for 1.2 x TTL +
+# 0.3 s, longer than any lock's validity: the worker's renewals get no quorum, it gives
+# the locks up while a third of the TTL is left and cancels their jobs; the other
+# sessions acquire once the majority is back and the keys expired.  Then a majority
+# frozen 0.5 s (under TTL/3, so a renewal due meanwhile is retried until it succeeds),
+# the worker terminated (the postmaster starts it again after 1 s, inside the two thirds
+# of the TTL a renewed lock has left), a minority (2 masters) killed for 1.2 x TTL + 0.3 s
+# (delayed restart, spec §8), and meanwhile the worker frozen for 0.5 s.
+sub _long_job_faults
+{
+	my ($f) = @_;
+	my $out = _delayed_out($f);
+	my @majority = ([ 0, 1, 2 ], [ 2, 3, 4 ], [ 1, 3, 4 ], [ 0, 2, 4 ], [ 0, 1, 3 ]);
+	my ($t, $k) = (1.0, 0);
+	while ($t + $out < $f->{seconds})
+	{
+		my $set = $majority[ $k % @majority ];
+		$f->at($t);
+		$f->stop(@$set);
+		$f->at($t + $out);
+		$f->cont(@$set);
+		$t += $out + 1.0;
+		last if $t + 0.5 > $f->{seconds};
+		$set = $majority[ ($k + 1) % @majority ];
+		$f->at($t);
+		$f->stop(@$set);
+		$f->at($t + 0.5);
+		$f->cont(@$set);
+		push @{ $f->{windows}{'a majority frozen 0.5 s'} }, [ $t, $t + 0.5 ];
+		$t += 1.5;
+		last if $t > $f->{seconds};
+		$f->at($t);
+		$f->worker_term;
+		$t = $f->now + 1.0;
+		last if $t + $out > $f->{seconds};
+		my @kill = ($k % 5, ($k + 2) % 5);
+		$f->at($t);
+		$f->kill(@kill);
+		$f->at($t + 1.0);
+		$f->worker_stop;
+		$f->at($t + 1.5);
+		$f->worker_cont;
+		$f->at($t + $out);
+		$f->start(@kill);
+		$t += $out + 1.0;
+		$k++;
+	}
+	return;
+}
 
 # Runs the fault schedule PLAN ([time, code] in time order) and, between its actions, TICK
 # every PERIOD seconds until the end of the run.
@@ -569,6 +660,9 @@ sub run_scenario
 	my ($node, $sets, $name, %overrides) = @_;
 	my %s = scenario($name);
 	my $redis = $sets->{ $s{masters} } or die "scenario $name needs $s{masters} masters";
+	die "scenario $name needs a node made with node_conf(preload => 1)"
+	  if delete $s{preload}
+	  && $node->safe_psql('postgres', 'SHOW shared_preload_libraries') !~ /\bredlock\b/;
 	my @ports = $redis->ports;
 	my @proxies;
 	my $guc = $redis->servers_guc;
@@ -612,6 +706,67 @@ sub servers_of
 	return join(',', map { "127.0.0.1:$ports[$_]" } @i);
 }
 
+# ---- long-job clients ----
+
+# The psql lines of one long-job attempt, a block of a client's script: stop (\q) once the
+# run's time (DEADLINE, a timestamptz) is up, else pick a resource, run the job, and end
+# it with checker_job_end whatever the job's CALL raised (psql goes on after an error).
+sub _job_block
+{
+	my ($prefix, $resources, $ttl, $wait, $job, $swallow, $deadline) = @_;
+	$deadline //= 'DEADLINE';
+	return "SELECT clock_timestamp() < '$deadline'::timestamptz AS go,"
+	  . " 1 + floor(random() * $resources)::int AS r \\gset\n"
+	  . "\\if :go\n"
+	  . "CALL checker_job('$prefix' || :r, $ttl, $wait, $job->{xacts}, $job->{steps},"
+	  . " $job->{step_ms}, $swallow);\n"
+	  . "CALL checker_job_end(:'SQLSTATE', :'LAST_ERROR_MESSAGE');\n"
+	  . "\\else\n\\q\n\\endif\n";
+}
+
+# Starts CLIENTS psql processes on NODE, each running a script of BLOCK (a sub of
+# swallow, deadline) until SECONDS from now; the odd-numbered clients swallow cancels.
+# Returns the start time and the IPC::Run handles.
+sub _start_job_clients
+{
+	my ($node, $dir, $clients, $seconds, $work_ms, $block) = @_;
+	# Blocks enough for 50 attempts a second (a busy attempt waits wait_ms; one that
+	# meets a frozen majority takes about redlock.timeout); a script that runs out
+	# says so on its output.
+	my $n = int($seconds * 50) + 20;
+	my $deadline =
+	  $node->safe_psql('postgres', "SELECT clock_timestamp() + interval '$seconds s'");
+	my $t0 = time;
+	my @h;
+	for my $c (1 .. $clients)
+	{
+		my $file = "$dir/client$c.sql";
+		my $b = $block->($c % 2 ? 'true' : 'false', $deadline);
+		_write_file($file, ($b x $n) . "\\echo checker-client: ran out of script\n");
+		push @h, IPC::Run::start(
+			[
+				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=0', '-h', $node->host,
+				'-p', $node->port, '-d', 'postgres', '-f', $file
+			],
+			'<', \undef, '>', "$dir/client$c.out", '2>', "$dir/client$c.err",
+			IPC::Run::timeout($seconds + $work_ms / 1000 + 120));
+	}
+	return ($t0, @h);
+}
+
+# What the long-job clients printed: (stdout, stderr) of all of them.
+sub _job_client_output
+{
+	my ($dir, $clients) = @_;
+	my ($out, $err) = ('', '');
+	for my $c (1 .. $clients)
+	{
+		$out .= PostgreSQL::Test::Utils::slurp_file("$dir/client$c.out");
+		$err .= PostgreSQL::Test::Utils::slurp_file("$dir/client$c.err");
+	}
+	return ($out, $err);
+}
+
 # ---- one run ----
 
 # Runs one scenario; returns a hash of figures (see the end).  Options:
@@ -624,6 +779,11 @@ sub servers_of
 #   idle_ms: the client sleeps (idle backend) after each attempt; pgoptions: more -c
 #   settings for the clients' sessions; fault_ttl_ms: the TTL the fault schedule is told
 #   (default the largest TTL in use).
+# A long job (checker_job / checker_job_end in checker.sql) when job is set:
+#   job => { xacts, steps, step_ms }: each hold works xacts transactions of steps writes
+#   step_ms apart; the odd-numbered clients swallow a cancel and try to commit.  The
+#   clients are psql scripts (psql goes on after an error; pgbench 15 would end the
+#   client), and the node must have the library preloaded with track_commit_timestamp.
 sub run
 {
 	my (%o) = @_;
@@ -642,17 +802,25 @@ sub run
 	my $margin = $o{margin_ms} // 100;
 	my $idle = $o{idle_ms} // 0;
 	my $fault_ttl = $o{fault_ttl_ms} // (sort { $b <=> $a } $ttl, grep { defined } @ext)[0];
+	my $job = $o{job};
 	(my $prefix = "checker-$name-") =~ s/[^A-Za-z0-9+._-]/_/g;
 
 	$node->safe_psql('postgres', qq{
-TRUNCATE checker_attempts, checker_violations, checker_guard, checker_holds;
+TRUNCATE checker_attempts, checker_violations, checker_guard, checker_holds, checker_jobs,
+	checker_writes, checker_losses;
 INSERT INTO checker_guard (resource)
 	SELECT '$prefix' || g FROM generate_series(1, $resources) g;
 });
+	$node->safe_psql('postgres', 'SELECT redlock_stats_reset()') if $job;
 	my $dir = PostgreSQL::Test::Utils::tempdir("checker-$name");
 	my $script = "$dir/attempt.pgbench";
 	my $text = "\\set r random(1, $resources)\n";
-	if ($steps)
+	if ($job)
+	{
+		$work = $job->{xacts} * $job->{steps} * $job->{step_ms};
+		$text = _job_block($prefix, $resources, $ttl, $wait, $job, 'SWALLOW');
+	}
+	elsif ($steps)
 	{
 		$work = $steps * $step_ms;
 		my $h = $honest ? 'true' : 'false';
@@ -667,7 +835,7 @@ INSERT INTO checker_guard (resource)
 		$text .= "CALL checker_attempt('$prefix' || :r, $ttl, $wait, $work);\n";
 	}
 	$text .= "\\sleep $idle ms\n" if $idle;
-	_write_file($script, $text);
+	_write_file($script, $text) unless $job;
 
 	my @cmd = (
 		'pgbench', '-n', '-h', $node->host, '-p', $node->port, '-c', $clients,
@@ -683,30 +851,47 @@ INSERT INTO checker_guard (resource)
 		ttl_ms => $fault_ttl);
 	Test::More::note("checker: $name: $clients clients, $resources resources, TTL $ttl ms,"
 		  . " wait $wait ms, work $work ms, $seconds s");
-	Test::More::note("checker: pgbench script:\n$text");
+	Test::More::note("checker: " . ($job ? 'client script (each block)' : 'pgbench script')
+		  . ":\n$text");
 	my $log_offset = -s $node->logfile;
-	my $t0 = time;
-	$f->{t0} = $t0;
-	my $h;
+	my @h;
+	my $t0;
 	{
 		local $ENV{PGOPTIONS} = '-c client_min_messages=error'
 		  . join('', map { " -c $_" } @{ $o{pgoptions} // [] });
 		local $ENV{PGAPPNAME} = 'checker';
-		$h = IPC::Run::start(\@cmd, '<', \undef, '>', \$out, '2>', \$err,
-			IPC::Run::timeout($seconds + 120));
+		if ($job)
+		{
+			($t0, @h) = _start_job_clients($node, $dir, $clients, $seconds, $work,
+				sub { _job_block($prefix, $resources, $ttl, $wait, $job, @_) });
+		}
+		else
+		{
+			$t0 = time;
+			@h = IPC::Run::start(\@cmd, '<', \undef, '>', \$out, '2>', \$err,
+				IPC::Run::timeout($seconds + 120));
+		}
 	}
+	$f->{t0} = $t0;
 	my $ok = eval { $o{faults}->($f) if $o{faults}; 1 };
 	my $fault_error = $@;
 	$f->heal;
 	if (!$ok)
 	{
-		$h->kill_kill;
+		$_->kill_kill for @h;
 		die "fault schedule of $name failed: $fault_error";
 	}
-	eval { $h->finish; 1 } or do { $h->kill_kill; die "pgbench did not finish: $@"; };
-	# A pgbench killed by a signal is a failure too: 128 + the signal, as a shell says.
-	my $status = $h->full_result(0);
-	my $rc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
+	my $rc = 0;
+	for my $h (@h)
+	{
+		eval { $h->finish; 1 } or do { $_->kill_kill for @h; die "the clients did not finish: $@"; };
+		# A client killed by a signal is a failure too: 128 + the signal, as a shell says.
+		my $status = $h->full_result(0);
+		my $hrc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
+		$rc = $hrc if $hrc > $rc;
+	}
+	($out, $err) = _job_client_output($dir, $clients) if $job;
+	my $ran_out = () = $out =~ /^checker-client: ran out of script$/mg;
 	my $elapsed = time - $t0;
 
 	# Let the last CALLs finish writing their rows.
@@ -751,6 +936,8 @@ INSERT INTO checker_guard (resource)
 		margin_ms => $margin,
 		idle_ms => $idle,
 		pgoptions => $o{pgoptions} // [],
+		job => $job,
+		ran_out => $ran_out,
 		fault_counts => $f->{counts},
 		pgbench_rc => $rc,
 		pgbench_err => $err,
@@ -761,7 +948,7 @@ INSERT INTO checker_guard (resource)
 	$r{$_} = 0 for qw(attempts acquired busy unavailable other_errors);
 
 	for my $row (_rows($node, q{
-SELECT outcome, coalesce(sqlstate, ''), count(*), min(message)
+SELECT outcome, coalesce(sqlstate, ''), count(*), min(replace(message, E'\n', ' '))
 FROM checker_attempts GROUP BY 1, 2 ORDER BY 1, 2}))
 	{
 		my ($outcome, $state, $n, $msg) = @$row;
@@ -836,6 +1023,7 @@ SELECT round((extract(epoch FROM at) - $t0)::numeric, 3), resource, pid, what,
 FROM checker_violations ORDER BY at})
 	];
 	$r{violations} = scalar @{ $r{violation_rows} };
+	_job_figures($node, $log, $t0, $f, \%r) if $job;
 	# Why holders gave up (held-lock runs): counts by reason, and the first few with times.
 	$r{gave_up_rows} = [
 		_rows($node, qq{
@@ -849,6 +1037,235 @@ FROM checker_attempts WHERE gave_up ORDER BY gave_up_at})
 	$r{busy_pct} = $r{attempts} ? 100 * $r{busy} / $r{attempts} : 0;
 	$r{unavailable_pct} = $r{attempts} ? 100 * $r{unavailable} / $r{attempts} : 0;
 	return \%r;
+}
+
+# The figures of a long-job run, into R; its violations replace those of the guard alone.
+#
+# A job's guard stays claimed from its claim to checker_job_end, also after a cancel, and
+# a job that swallowed the cancel is still inside, writing, when another session takes
+# the lock (run out on the masters) and claims the guard.  Such a claim conflict is
+# harmless only if the work of the first holder after its loss never became visible.
+# So a conflict (a claim that found the guard held) is a violation unless all of these
+# hold:
+#   - the worker had logged the loss of the other holder's lock (LOG "redlock lock on
+#     resource ... was lost", owner PID) before the claim;
+#   - none of the other holder's writes of that hold committed after the loss
+#     (pg_xact_commit_timestamp; the log has millisecond resolution, so a commit within
+#     1 ms after the logged time counts as before it);
+#   - none of them committed after this session acquired.
+# And whatever the guard saw, a hold whose write committed after the next holder of the
+# same resource acquired is a violation (committed work of two holders overlapping),
+# counted once per pair of holds.
+sub _job_figures
+{
+	my ($node, $log, $t0, $f, $r) = @_;
+
+	# The worker's LOG lines of losses, with the DETAIL naming the owner.
+	my @losses;
+	while ($log =~ /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+) \[(\d+)\] (?:\S+ )?LOG:  redlock lock on resource "([^"\n]*)" was lost: ([^\n]*)\n(?:[^\n]*\n)*?[^\n]*\[\2\] (?:\S+ )?DETAIL:  Owner PID (\d+); ([^\n]*)$/mg)
+	{
+		push @losses, [ $1, $3, $5, $4, $6 ];
+	}
+	my $logged = () = $log =~ /LOG:  redlock lock on resource "[^"\n]*" was lost: /g;
+	die "checker: $logged losses in the server log, but only " . scalar(@losses)
+	  . ' with the DETAIL naming the owner'
+	  if $logged != @losses;
+	if (@losses)
+	{
+		my $q = sub { (my $v = shift) =~ s/'/''/g; return "'$v'"; };
+		$node->safe_psql('postgres',
+			'INSERT INTO checker_losses (at, resource, owner_pid, reason, detail) VALUES '
+			  . join(',',
+				map { '(' . join(', ', $q->($_->[0]) . '::timestamptz', $q->($_->[1]), $_->[2],
+						$q->($_->[3]), $q->($_->[4])) . ')' } @losses));
+	}
+	$r->{losses} = scalar @losses;
+	for my $l (@losses)
+	{
+		(my $why = $l->[3]) =~ s/\d+/N/g;
+		$r->{loss_reasons}{$why}++;
+		(my $what = $l->[4]) =~ s/\.$//;
+		$r->{loss_details}{$what}++;
+	}
+
+	# How the jobs ended.
+	$r->{$_} = 0 for qw(jobs_done cancelled cancelled_other refused job_errors);
+	for my $row (_rows($node, q{
+SELECT coalesce(end_sqlstate, '?'), replace(coalesce(end_message, ''), E'\n', ' '), count(*)
+FROM checker_attempts WHERE outcome = 'acquired' GROUP BY 1, 2}))
+	{
+		my ($state, $msg, $n) = @$row;
+		if ($state eq '00000') { $r->{jobs_done} += $n; }
+		elsif ($state eq '57014' && $msg =~ /^canceling statement because lock on resource ".*" was lost$/)
+		{
+			$r->{cancelled} += $n;
+		}
+		elsif ($state eq '57014') { $r->{cancelled_other} += $n; }
+		elsif ($state eq '55P03' && $msg =~ /^lock on resource ".*" was lost during this transaction$/)
+		{
+			$r->{refused} += $n;
+		}
+		else
+		{
+			$r->{job_errors} += $n;
+			(my $m = $msg) =~ s/"[^"]*"/"..."/g;
+			$r->{job_error_kinds}{"$state $m"} += $n;
+		}
+	}
+	$r->{swallowed} = () = $log =~ /WARNING:  checker: a job swallowed a cancel/g;
+	(
+		$r->{lost_holds}, $r->{renewals_max}, $r->{renewals_sum}, $r->{taken_over},
+		$r->{done_renewals_min}
+	  )
+	  = @{
+		(
+			_rows($node, q{
+SELECT count(*) FILTER (WHERE lost), coalesce(max(renewals), 0), coalesce(sum(renewals), 0),
+	count(*) FILTER (WHERE taken_over),
+	coalesce(min(renewals) FILTER (WHERE end_sqlstate = '00000'), 0)
+FROM checker_attempts WHERE outcome = 'acquired'}))[0]
+	  };
+	($r->{renewals}, $r->{renewals_failed}, $r->{locks_lost}) = @{
+		(_rows($node, 'SELECT renewals, renewals_failed, locks_lost FROM redlock_stats()'))[0] };
+	$r->{worker_gaps} = $f->{worker_gaps} // [];
+	$r->{nodes_hist} = { map { @$_ } _rows($node, q{
+SELECT nodes, count(*) FROM checker_attempts WHERE outcome = 'acquired' GROUP BY 1}) };
+
+	# Each loss: how long after the lock's last renewal (or its acquisition) the worker
+	# gave it up.  The validity a renewal gives is TTL x 0.99 - 2 ms from the renewal's
+	# start, a little before last_renewal: so this is a slight underestimate.
+	$r->{loss_rows} = [
+		_rows($node, qq{
+SELECT round((extract(epoch FROM l.at) - $t0)::numeric, 3), l.resource, l.owner_pid,
+	coalesce(round((extract(epoch FROM l.at - coalesce(a.last_renewal, a.t1)) * 1000)::numeric)::text, '?'),
+	coalesce(a.renewals::text, '?'), coalesce(a.end_sqlstate, '?'), coalesce(a.nodes::text, '?'),
+	l.reason
+FROM checker_losses l
+LEFT JOIN LATERAL (SELECT * FROM checker_attempts a WHERE a.pid = l.owner_pid
+	AND a.resource = l.resource AND a.outcome = 'acquired' AND a.t1 < l.at
+	ORDER BY a.t1 DESC LIMIT 1) a ON true
+ORDER BY l.at})
+	];
+	my @since = grep { $_ ne '?' } map { $_->[3] } @{ $r->{loss_rows} };
+	# Losses during a window of the fault schedule (or within TTL/3 after it).
+	for my $w (sort keys %{ $f->{windows} // {} })
+	{
+		$r->{losses_in}{$w} = grep {
+			my $l = $_;
+			grep { $l->[0] >= $_->[0] && $l->[0] <= $_->[1] + $r->{ttl_ms} / 3000 }
+			  @{ $f->{windows}{$w} }
+		} @{ $r->{loss_rows} };
+	}
+	$r->{losses_unrenewed} = grep { $_->[7] =~ /validity time ran out before it could be renewed/ }
+	  @{ $r->{loss_rows} };
+	$r->{loss_after_renewal_max_ms} = @since ? (sort { $b <=> $a } @since)[0] : undef;
+
+	# Writes committed after their hold's loss (the transaction running at the loss must
+	# not commit; with cancel_on_loss off, the job is not told and works on).
+	($r->{writes_after_loss}, $r->{holds_writes_after_loss}) = @{
+		(
+			_rows($node, q{
+SELECT count(*), count(DISTINCT (w.pid, w.t1))
+FROM checker_writes w JOIN checker_losses l ON l.owner_pid = w.pid AND l.resource = w.resource
+	AND l.at > w.t1
+WHERE pg_xact_commit_timestamp(w.xmin) >= l.at + interval '1 ms'}))[0]
+	};
+	($r->{writes}, $r->{writes_swallowed}) = @{
+		(_rows($node, 'SELECT count(*), count(*) FILTER (WHERE swallowed) FROM checker_writes'))[0] };
+
+	# Claim conflicts, excused or not (see above).
+	my (@violations, @excused, %pair);
+	for my $row (_rows($node, qq{
+WITH c AS (
+	SELECT v.*,
+		(SELECT min(l.at) FROM checker_losses l WHERE l.owner_pid = v.other_pid
+			AND l.resource = v.resource AND l.at > v.other_acquired_at AND l.at < v.at) AS lost_at,
+		(SELECT max(pg_xact_commit_timestamp(w.xmin)) FROM checker_writes w
+			WHERE w.pid = v.other_pid AND w.resource = v.resource
+			AND w.t1 = v.other_acquired_at) AS last_commit
+	FROM checker_violations v)
+SELECT round((extract(epoch FROM at) - $t0)::numeric, 3), resource, pid, what,
+	coalesce(other_pid::text, '-'),
+	coalesce(round((extract(epoch FROM at - other_since) * 1000)::numeric, 1)::text, '?'),
+	coalesce(round((extract(epoch FROM other_valid_until - at) * 1000)::numeric, 1)::text, '?'),
+	coalesce(round((extract(epoch FROM at - acquired_at) * 1000)::numeric, 1)::text, '?'),
+	coalesce(nodes::text, '?'), coalesce(validity_ms::text, '?'),
+	coalesce(round((extract(epoch FROM at - lost_at) * 1000)::numeric, 1)::text, '-'),
+	coalesce(round((extract(epoch FROM last_commit - lost_at) * 1000)::numeric, 1)::text, '-'),
+	coalesce(lost_at IS NOT NULL AND (last_commit IS NULL
+		OR (last_commit < lost_at + interval '1 ms' AND last_commit < acquired_at)), false),
+	resource || '/' || extract(epoch FROM other_acquired_at) || '/' || extract(epoch FROM acquired_at)
+FROM c ORDER BY at}))
+	{
+		my %v = (
+			at => $row->[0],
+			resource => $row->[1],
+			pid => $row->[2],
+			what => $row->[3],
+			other_pid => $row->[4],
+			other_inside_ms => $row->[5],
+			other_validity_left_ms => $row->[6],
+			since_acquired_ms => $row->[7],
+			nodes => $row->[8],
+			validity_ms => $row->[9],
+			other_lost_ms_before => $row->[10],
+			other_commit_after_loss_ms => $row->[11],
+		);
+		if ($row->[12] eq 't')
+		{
+			push @excused, \%v;
+		}
+		else
+		{
+			push @violations, \%v;
+			$pair{ $row->[13] } = 1;
+		}
+	}
+
+	# Committed work overlapping the next holder's.
+	for my $row (_rows($node, qq{
+WITH holds AS (
+	SELECT pid, resource, t1 FROM checker_attempts WHERE outcome = 'acquired'
+	UNION SELECT pid, resource, t1 FROM checker_writes),
+seq AS (
+	SELECT *, lead(pid) OVER w AS next_pid, lead(t1) OVER w AS next_t1
+	FROM holds WINDOW w AS (PARTITION BY resource ORDER BY t1))
+SELECT round((extract(epoch FROM min(pg_xact_commit_timestamp(w.xmin))) - $t0)::numeric, 3),
+	s.resource, s.next_pid, s.pid, count(*),
+	round((extract(epoch FROM max(pg_xact_commit_timestamp(w.xmin)) - s.next_t1) * 1000)::numeric, 1),
+	s.resource || '/' || extract(epoch FROM s.t1) || '/' || extract(epoch FROM s.next_t1)
+FROM seq s JOIN checker_writes w ON w.pid = s.pid AND w.resource = s.resource AND w.t1 = s.t1
+WHERE s.next_t1 IS NOT NULL AND pg_xact_commit_timestamp(w.xmin) > s.next_t1
+GROUP BY s.resource, s.pid, s.t1, s.next_pid, s.next_t1
+ORDER BY 1}))
+	{
+		$r->{overlaps}++;
+		push @{ $r->{overlap_rows} },
+		  sprintf('+%.3f s %s: %s writes of pid %s committed up to %s ms after pid %s acquired',
+			$row->[0], $row->[1], $row->[4], $row->[3], $row->[5], $row->[2]);
+		next if $pair{ $row->[6] };
+		push @violations,
+		  {
+			at => $row->[0],
+			resource => $row->[1],
+			pid => $row->[2],
+			what => "overlap: $row->[4] writes of the previous holder committed up to $row->[5] ms"
+			  . ' after it acquired;',
+			other_pid => $row->[3],
+			other_inside_ms => '?',
+			other_validity_left_ms => '?',
+			since_acquired_ms => '?',
+			nodes => '?',
+			validity_ms => '?',
+		  };
+	}
+	$r->{overlaps} //= 0;
+	$r->{conflicts} = scalar(grep { $_->{what} eq 'claim' } @violations) + @excused;
+	$r->{excused_rows} = \@excused;
+	$r->{excused} = scalar @excused;
+	$r->{violation_rows} = [ sort { $a->{at} <=> $b->{at} } @violations ];
+	$r->{violations} = scalar @violations;
+	return;
 }
 
 # Rows of QUERY's result as lists of fields (psql unaligned, | separated).
@@ -962,13 +1379,16 @@ sub describe
 				$last ? sprintf('; last fault +%.3f s %s', @$last[ 0, 1 ]) : '');
 		}
 	}
+	$s .= _describe_job($r) if $r->{job};
 	$s .= "   clients idle $r->{idle_ms} ms between attempts\n" if $r->{idle_ms};
 	$s .= "   client settings: @{ $r->{pgoptions} }\n" if @{ $r->{pgoptions} // [] };
 	$s .= "   fault counts: "
 	  . join(', ', map { "$_ x $r->{fault_counts}{$_}" } sort keys %{ $r->{fault_counts} })
 	  . "\n"
 	  if %{ $r->{fault_counts} // {} };
-	$s .= "   pgbench exit status $r->{pgbench_rc}\n";
+	$s .= ($r->{job} ? '   psql clients: exit status' : '   pgbench exit status')
+	  . " $r->{pgbench_rc}\n";
+	$s .= "   clients that ran out of script before the end: $r->{ran_out}\n" if $r->{ran_out};
 	for my $w (sort { $r->{warnings}{$b} <=> $r->{warnings}{$a} } keys %{ $r->{warnings} })
 	{
 		$s .= sprintf("   server log WARNING x %d: %s\n", $r->{warnings}{$w}, $w);
@@ -1007,6 +1427,94 @@ sub describe
 	$s .= "   08006 errors per second: @{ $r->{per_sec_unav} }\n"
 	  if grep { $_ } @{ $r->{per_sec_unav} };
 	return $s;
+}
+
+# The long-job lines of describe.
+sub _describe_job
+{
+	my ($r) = @_;
+	my $j = $r->{job};
+	my $validity = int($r->{ttl_ms} * 0.99 - 2);
+	my $s = sprintf(
+		"   long jobs: %d transactions of %d writes %d ms apart (%d ms of work, %.1f x the TTL),"
+		  . " auto-extended; odd-numbered clients swallow a cancel and try to commit\n",
+		$j->{xacts}, $j->{steps}, $j->{step_ms}, $r->{work_ms}, $r->{work_ms} / $r->{ttl_ms});
+	$s .= sprintf(
+		"   jobs: %d done, %d cancelled on loss (57014), %d commits refused (55P03; %d cancels"
+		  . " swallowed), %d other cancels, %d other errors%s\n",
+		$r->{jobs_done}, $r->{cancelled}, $r->{refused}, $r->{swallowed}, $r->{cancelled_other},
+		$r->{job_errors},
+		$r->{job_errors}
+		? ' (' . join('; ', map { "$_ x $r->{job_error_kinds}{$_}" } sort keys %{ $r->{job_error_kinds} }) . ')'
+		: '');
+	$s .= sprintf(
+		"   worker: %d renewals, %d failed (retried), %d locks lost; renewals per hold up to %d,"
+		  . " at least %d in a job that ran to its end; restarted after SIGTERM in %s\n",
+		$r->{renewals}, $r->{renewals_failed}, $r->{locks_lost}, $r->{renewals_max},
+		$r->{done_renewals_min},
+		@{ $r->{worker_gaps} } ? join(', ', map { sprintf('%.2f s', $_) } @{ $r->{worker_gaps} }) : '-');
+	$s .= sprintf("   losses logged by the worker: %d (%s; %s)%s\n",
+		$r->{losses},
+		join(', ', map { "$_ x $r->{loss_reasons}{$_}" } sort keys %{ $r->{loss_reasons} // {} }),
+		join(', ', map { "$_ x $r->{loss_details}{$_}" } sort keys %{ $r->{loss_details} // {} }),
+		defined $r->{loss_after_renewal_max_ms}
+		? "; given up at most $r->{loss_after_renewal_max_ms} ms after the lock's last renewal"
+		  . " (validity $validity ms)"
+		: '');
+	$s .= "   losses during $_ (or TTL/3 after): $r->{losses_in}{$_}\n"
+	  for sort keys %{ $r->{losses_in} // {} };
+	$s .= "   masters that accepted each acquisition: "
+	  . join(', ', map { "$_ x $r->{nodes_hist}{$_}" } sort { $b <=> $a } keys %{ $r->{nodes_hist} })
+	  . "\n";
+	for my $l (@{ $r->{loss_rows} })
+	{
+		my $last = _last_event($r->{events}, $l->[0]);
+		$s .= sprintf("     +%.3f s %s: owner %s, %s ms after its last renewal (%s renewals),"
+			  . " its job ended %s; acquired on %s masters%s\n", @$l[ 0 .. 6 ],
+			$last ? sprintf('; last fault +%.3f s %s', @$last[ 0, 1 ]) : '');
+	}
+	$s .= sprintf(
+		"   writes: %d committed (%d of them written after a swallowed cancel); committed after"
+		  . " their hold's loss: %d (in %d holds)\n",
+		$r->{writes}, $r->{writes_swallowed}, $r->{writes_after_loss},
+		$r->{holds_writes_after_loss});
+	$s .= sprintf(
+		"   guard: %d claims found it held: %d excused (the holder found had lost its lock"
+		  . " before, and none of its work committed after the loss); holds whose committed"
+		  . " work overlapped the next holder's: %d; guards found taken over at the end: %d\n",
+		$r->{conflicts}, $r->{excused}, $r->{overlaps}, $r->{taken_over});
+	$s .= "     overlap: $_\n" for @{ $r->{overlap_rows} // [] };
+	for my $v (@{ $r->{excused_rows} })
+	{
+		my $c = $v->{other_commit_after_loss_ms};
+		$s .= sprintf(
+			"     excused: +%.3f s %s: pid %s found pid %s inside for %s ms, its lock lost %s ms"
+			  . " before; %s\n",
+			$v->{at}, $v->{resource}, $v->{pid}, $v->{other_pid}, $v->{other_inside_ms},
+			$v->{other_lost_ms_before},
+			$c eq '-' ? 'none of its writes committed'
+			: $c < 0 ? sprintf('its last write committed %.1f ms before the loss', -$c)
+			: "its last write committed $c ms after the loss (within the log's resolution)");
+	}
+	return $s;
+}
+
+# A line of the long-job figures table (header: job_table_header).
+sub job_table_header
+{
+	my $h = sprintf("%-26s %8s %8s %10s %5s %9s %7s %8s %7s %5s %7s %9s\n",
+		'scenario', 'attempts', 'acquired', 'violations', 'done', 'cancelled', 'refused',
+		'renewals', 'failed', 'lost', 'excused', 'wr.after');
+	return $h . ('-' x (length($h) - 1)) . "\n";
+}
+
+sub job_table_line
+{
+	my ($r) = @_;
+	return sprintf("%-26s %8d %8d %10d %5d %9d %7d %8d %7d %5d %7d %9d\n",
+		$r->{name}, $r->{attempts}, $r->{acquired}, $r->{violations}, $r->{jobs_done},
+		$r->{cancelled}, $r->{refused}, $r->{renewals}, $r->{renewals_failed},
+		$r->{locks_lost}, $r->{excused}, $r->{writes_after_loss});
 }
 
 sub _last_event
@@ -1079,6 +1587,8 @@ sub _state
 	push @parts, scalar(@down) . ' killed' if @down;
 	push @parts, scalar(@stopped) . ' stopped' if @stopped;
 	push @parts, $self->{slow} if $self->{slow};
+	push @parts, 'worker stopped' if $self->{worker_stopped};
+	push @parts, 'worker down' if $self->{worker_down};
 	my $state = @parts ? join(' + ', @parts) : 'all up';
 	$state = "$self->{servers_label}: $state" if $self->{servers_label};
 	return $state;
@@ -1212,10 +1722,62 @@ sub every
 	return;
 }
 
-# Puts everything back: masters continued and started, proxies without delay.
+# The PID of the node's auto-extend worker (pg_stat_activity), or '' while none runs.
+sub worker_pid
+{
+	my ($self) = @_;
+	return $self->{node}->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+}
+
+# SIGTERMs the auto-extend worker, then waits (up to 10 s) until the postmaster has
+# started another; logs both, and keeps the gap in {worker_gaps} (seconds).
+sub worker_term
+{
+	my ($self) = @_;
+	my $pid = $self->worker_pid or die 'no auto-extend worker runs';
+	my $t = $self->now;
+	CORE::kill('TERM', $pid);
+	$self->{worker_down} = 1;
+	$self->_mark("SIGTERM worker (pid $pid)", $t);
+	my $new;
+	RedisMasters::wait_until(10, sub { $new = $self->worker_pid; $new ne '' && $new ne $pid })
+	  or die "the auto-extend worker (pid $pid) was not started again";
+	delete $self->{worker_down};
+	my $gap = $self->now - $t;
+	push @{ $self->{worker_gaps} }, $gap;
+	$self->{counts}{'worker restarts'}++;
+	$self->_mark(sprintf('worker back (pid %d), %.2f s after SIGTERM', $new, $gap));
+	return;
+}
+
+# Freezes the auto-extend worker (SIGSTOP); worker_cont resumes it.
+sub worker_stop
+{
+	my ($self) = @_;
+	my $pid = $self->worker_pid or die 'no auto-extend worker runs';
+	CORE::kill('STOP', $pid);
+	$self->{worker_stopped} = $pid;
+	$self->{counts}{'worker frozen'}++;
+	$self->_mark("SIGSTOP worker (pid $pid)");
+	return;
+}
+
+sub worker_cont
+{
+	my ($self) = @_;
+	my $pid = delete $self->{worker_stopped} or return;
+	CORE::kill('CONT', $pid);
+	$self->_mark("SIGCONT worker (pid $pid)");
+	return;
+}
+
+# Puts everything back: masters continued and started, proxies without delay, the
+# worker continued.
 sub heal
 {
 	my ($self) = @_;
+	$self->worker_cont if $self->{worker_stopped};
 	$self->cont(sort keys %{ $self->{stopped} }) if %{ $self->{stopped} };
 	$self->start(sort keys %{ $self->{down} }) if %{ $self->{down} };
 	$self->delay(0, 0) if $self->{slow};

@@ -21,13 +21,17 @@ DROP PROCEDURE IF EXISTS checker_take(text, integer, integer);
 DROP PROCEDURE IF EXISTS checker_step(text, integer, integer, boolean, integer);
 DROP PROCEDURE IF EXISTS checker_done(text);
 DROP PROCEDURE IF EXISTS checker_unclaim(text, checker_holds);
-DROP TABLE IF EXISTS checker_guard, checker_attempts, checker_violations, checker_holds;
+DROP PROCEDURE IF EXISTS checker_job(text, integer, integer, integer, integer, integer, boolean);
+DROP PROCEDURE IF EXISTS checker_job_end(text, text);
+DROP TABLE IF EXISTS checker_guard, checker_attempts, checker_violations, checker_holds,
+	checker_jobs, checker_writes, checker_losses;
 
 CREATE UNLOGGED TABLE checker_guard (
 	resource text PRIMARY KEY,
 	holder integer,				-- backend pid inside the critical section, or NULL
 	since timestamptz,			-- when it claimed the guard
-	valid_until timestamptz		-- its lock's validity end (redlock_locks().valid_until)
+	valid_until timestamptz,	-- its lock's validity end (redlock_locks().valid_until)
+	acquired_at timestamptz		-- long jobs: when its redlock_acquire returned (names its hold)
 );
 
 CREATE UNLOGGED TABLE checker_attempts (
@@ -50,7 +54,14 @@ CREATE UNLOGGED TABLE checker_attempts (
 	extend_other_errors integer,	-- ... that raised anything else
 	gave_up boolean,				-- stopped working early: validity too short or lost
 	gave_up_at timestamptz,
-	gave_up_why text				-- 'extend false', or 'validity N ms' [' after extend SQLSTATE']
+	gave_up_why text,				-- 'extend false', or 'validity N ms' [' after extend SQLSTATE']
+	-- long jobs (checker_job / checker_job_end) only:
+	lost boolean,					-- redlock_locks().lost when the job ended
+	renewals bigint,				-- redlock_locks().renewals when the job ended
+	last_renewal timestamptz,		-- redlock_locks().last_renewal when the job ended
+	end_sqlstate text,				-- how the job's CALL ended: 00000, 57014, 55P03, ...
+	end_message text,
+	taken_over boolean				-- its guard had been taken over when it gave it back
 );
 
 CREATE UNLOGGED TABLE checker_violations (
@@ -63,7 +74,8 @@ CREATE UNLOGGED TABLE checker_violations (
 	other_valid_until timestamptz,
 	acquired_at timestamptz,		-- when this session's redlock_acquire returned true
 	nodes integer,
-	validity_ms integer
+	validity_ms integer,
+	other_acquired_at timestamptz	-- long jobs: names the other holder's hold
 );
 
 CREATE PROCEDURE checker_attempt(p_resource text, p_ttl_ms integer, p_wait_ms integer,
@@ -358,6 +370,191 @@ BEGIN
 			v_overran, rel, h.steps, h.extends, h.extend_false, h.extend_errors,
 			h.extend_other_errors, h.gave_up, h.gave_up_at, h.gave_up_why);
 	DELETE FROM checker_holds WHERE pid = pg_backend_pid();
+	COMMIT;
+END
+$$;
+
+-- ---- long jobs: auto-extended locks (redlock.auto_extend, library preloaded) ----
+--
+-- One hold is one CALL checker_job(resource, ttl_ms, wait_ms, xacts, steps, step_ms,
+-- swallow), followed (by the driver, a psql script, whatever the CALL raised) by
+-- CALL checker_job_end(:'SQLSTATE', :'LAST_ERROR_MESSAGE').  The job acquires with the
+-- session's redlock.auto_extend on and a TTL shorter than its work, claims the guard,
+-- and works in xacts transactions of steps steps: each step inserts one row into
+-- checker_writes (the job's output) and sleeps step_ms; each transaction commits.  The
+-- lock lives only as long as the background worker renews it.
+--
+-- When the worker gives up on the lock (redlock.cancel_on_loss on), the job's statement
+-- is cancelled (57014) and the transaction running at the loss must not commit.  A job
+-- with swallow = false lets the cancel end the CALL.  One with swallow = true catches
+-- it, logs a WARNING, and works on: it writes the rest of its steps in that same
+-- transaction and tries to commit them at the end, which the extension must refuse
+-- (55P03).  Meanwhile another session may take the lock (it has run out on the masters)
+-- and claim the guard, finding it still held: see checker_job's claim and Checker.pm's
+-- reading of checker_violations for when that is excused.  A job is one statement from
+-- acquire to its last commit, so a loss always finds a statement to cancel (an idle
+-- session is not interrupted).
+--
+-- checker_job_end gives the guard back (in its own committed transaction), releases the
+-- lock and records the attempt with how the CALL ended; the hold's state between the two
+-- CALLs is this backend's row of checker_jobs.  The worker's LOG lines of losses are read
+-- into checker_losses by Checker.pm after the run.  The node has track_commit_timestamp
+-- on, so pg_xact_commit_timestamp(xmin) of a checker_writes row says when it committed.
+
+CREATE UNLOGGED TABLE checker_jobs (
+	pid integer PRIMARY KEY,
+	resource text NOT NULL,
+	t0 timestamptz NOT NULL,
+	t1 timestamptz NOT NULL,		-- acquired (names the hold in checker_writes)
+	nodes integer,
+	validity_ms integer,
+	in_guard boolean NOT NULL		-- we claimed the guard and have not given it back yet
+);
+
+CREATE UNLOGGED TABLE checker_writes (
+	resource text NOT NULL,
+	pid integer NOT NULL,
+	t1 timestamptz NOT NULL,		-- the hold (checker_attempts.t1)
+	xact integer NOT NULL,			-- which of the job's transactions
+	step integer NOT NULL,
+	at timestamptz NOT NULL,		-- when written (the commit is pg_xact_commit_timestamp(xmin))
+	swallowed boolean NOT NULL		-- written after the job swallowed a cancel
+);
+
+CREATE UNLOGGED TABLE checker_losses (
+	at timestamptz NOT NULL,		-- the worker's LOG line (millisecond resolution)
+	resource text NOT NULL,
+	owner_pid integer NOT NULL,
+	reason text,
+	detail text
+);
+
+CREATE PROCEDURE checker_job(p_resource text, p_ttl_ms integer, p_wait_ms integer,
+							 p_xacts integer, p_steps integer, p_step_ms integer,
+							 p_swallow boolean)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	t_start timestamptz := clock_timestamp();
+	t_acq timestamptz;
+	got boolean;
+	st text;
+	msg text;
+	det text;
+	v_nodes integer;
+	v_validity integer;
+	v_until timestamptz;
+	g checker_guard;
+	swallowed boolean := false;
+BEGIN
+	DELETE FROM checker_jobs WHERE pid = pg_backend_pid();
+	COMMIT;
+	BEGIN
+		got := redlock_acquire(p_resource, p_ttl_ms, p_wait_ms);
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message)
+		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''));
+		COMMIT;
+		RETURN;
+	END;
+	t_acq := clock_timestamp();
+	IF NOT got THEN
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome)
+		VALUES (pg_backend_pid(), p_resource, t_start, t_acq, 'busy');
+		COMMIT;
+		RETURN;
+	END IF;
+	SELECT l.nodes, l.validity_ms, l.valid_until INTO v_nodes, v_validity, v_until
+	FROM redlock_locks() l WHERE l.resource = p_resource;
+	INSERT INTO checker_jobs (pid, resource, t0, t1, nodes, validity_ms, in_guard)
+	VALUES (pg_backend_pid(), p_resource, t_start, t_acq, v_nodes, v_validity, false);
+	COMMIT;
+
+	-- Claim the guard, committed at once.  As in checker_attempt, a guard found held is
+	-- a conflict; here we take the guard over (under the row lock, after recording the
+	-- conflict), so that a third session entering while we are inside is seen too.
+	SELECT * INTO g FROM checker_guard WHERE resource = p_resource FOR UPDATE;
+	IF g.holder IS NOT NULL THEN
+		INSERT INTO checker_violations
+		VALUES (clock_timestamp(), p_resource, pg_backend_pid(), 'claim', g.holder, g.since,
+				g.valid_until, t_acq, v_nodes, v_validity, g.acquired_at);
+	END IF;
+	UPDATE checker_guard SET holder = pg_backend_pid(), since = clock_timestamp(),
+		valid_until = v_until, acquired_at = t_acq
+	WHERE resource = p_resource;
+	UPDATE checker_jobs SET in_guard = true WHERE pid = pg_backend_pid();
+	COMMIT;
+
+	-- The work.  A swallowed cancel (p_swallow) keeps the job writing in the transaction
+	-- that was running at the loss, to the end of its work, and then tries to commit it.
+	FOR x IN 1 .. p_xacts LOOP
+		FOR s IN 1 .. p_steps LOOP
+			BEGIN
+				INSERT INTO checker_writes (resource, pid, t1, xact, step, at, swallowed)
+				VALUES (p_resource, pg_backend_pid(), t_acq, x, s, clock_timestamp(), swallowed);
+				PERFORM pg_sleep(p_step_ms / 1000.0);
+			EXCEPTION WHEN query_canceled THEN
+				IF NOT p_swallow THEN
+					RAISE;
+				END IF;
+				GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+				RAISE WARNING 'checker: a job swallowed a cancel and works on: %', msg;
+				swallowed := true;
+			END;
+		END LOOP;
+		IF NOT swallowed OR x = p_xacts THEN
+			COMMIT;
+		END IF;
+	END LOOP;
+END
+$$;
+
+-- Ends the hold checker_job left (if any): gives the guard back, releases the lock and
+-- records the attempt with how the job's CALL ended (p_sqlstate, p_message: psql's
+-- SQLSTATE and LAST_ERROR_MESSAGE after it).
+CREATE PROCEDURE checker_job_end(p_sqlstate text, p_message text)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	h checker_jobs;
+	n integer := 1;
+	rel boolean;
+	v_lost boolean;
+	v_renewals bigint;
+	v_last timestamptz;
+BEGIN
+	SELECT * INTO h FROM checker_jobs WHERE pid = pg_backend_pid();
+	IF NOT FOUND THEN
+		-- No hold: the CALL recorded its busy or failed attempt itself.  Anything it
+		-- left behind all the same is let go of.
+		PERFORM redlock_release_all();
+		COMMIT;
+		RETURN;
+	END IF;
+	SELECT l.lost, l.renewals, l.last_renewal INTO v_lost, v_renewals, v_last
+	FROM redlock_locks() l WHERE l.resource = h.resource;
+	IF h.in_guard THEN
+		UPDATE checker_guard SET holder = NULL, since = NULL, valid_until = NULL,
+			acquired_at = NULL
+		WHERE resource = h.resource AND holder = pg_backend_pid();
+		GET DIAGNOSTICS n = ROW_COUNT;
+	END IF;
+	COMMIT;
+	BEGIN
+		rel := redlock_release(h.resource);
+	EXCEPTION WHEN OTHERS THEN
+		rel := NULL;
+	END;
+	PERFORM redlock_release_all();
+	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, nodes, validity_ms,
+								  released, lost, renewals, last_renewal, end_sqlstate,
+								  end_message, taken_over)
+	VALUES (pg_backend_pid(), h.resource, h.t0, h.t1, 'acquired', h.nodes, h.validity_ms,
+			rel, v_lost, v_renewals, v_last, p_sqlstate,
+			CASE WHEN p_sqlstate <> '00000' THEN p_message END, n = 0);
+	DELETE FROM checker_jobs WHERE pid = pg_backend_pid();
 	COMMIT;
 END
 $$;

@@ -5,7 +5,10 @@
 #
 # The scenarios of issue 7 (extend, server-list changes, SCRIPT FLUSH, idle timeout,
 # reloads) come after the original ones; idle-timeout must also show no 08006, and
-# reload-loop no holder that found its lock lost.
+# reload-loop no holder that found its lock lost.  Last, the long jobs of issue 8 (locks
+# kept alive by the auto-extend worker), on a second node with the library preloaded,
+# for 3 x N seconds (their jobs last 10 s and one round of their faults about 13 s);
+# long-job must also show no write committed after a loss.
 #
 # Runs each scenario against 5 plain masters or 5 with appendfsync always, prints the
 # details of each run, then one table of figures.  TAP output: each scenario must show
@@ -31,7 +34,8 @@ my @names = @ARGV
   ? @ARGV
   : qw(baseline kill-minority-delayed sigstop latency kill-minority-aof kill-majority-aof
   unsafe-majority-restart unsafe-short-ttl extend-shorter extend-longer unsafe-extend-ignored
-  servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew);
+  servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew
+  long-job unsafe-long-job-no-cancel);
 
 my %masters = (
 	plain => RedisMasters->new(5),
@@ -39,6 +43,7 @@ my %masters = (
 );
 my $node = RedisMasters::redlock_node('checker', $masters{plain}, Checker::node_conf());
 Checker::setup($node);
+my $preloaded;    # for the long-job scenarios, made when the first one runs
 
 # PostgreSQL::Test::Utils sends STDOUT to the test log; the TAP handle reaches the terminal
 # (and the log).
@@ -47,10 +52,21 @@ my $out = Test::More->builder->output;
 my @results;
 for my $name (@names)
 {
-	my $r = Checker::run_scenario($node, \%masters, $name, seconds => $seconds);
+	my %s = Checker::scenario($name);
+	my $on = $node;
+	my $secs = $seconds;
+	if ($s{preload})
+	{
+		$preloaded //= RedisMasters::redlock_node('checker_preloaded', $masters{plain},
+			Checker::node_conf(preload => 1));
+		Checker::setup($preloaded);
+		$on = $preloaded;
+		$secs = 3 * $seconds;
+	}
+	my $r = Checker::run_scenario($on, \%masters, $name, seconds => $secs);
 	push @results, $r;
 	print $out Checker::describe($r), "\n";
-	is($r->{pgbench_rc}, 0, "$name: pgbench ran to the end");
+	is($r->{pgbench_rc}, 0, "$name: the clients ran to the end");
 	if ($r->{expect_violations})
 	{
 		cmp_ok($r->{violations}, '>', 0, "$name (negative control): violations seen");
@@ -62,6 +78,13 @@ for my $name (@names)
 	is($r->{unavailable}, 0, "$name: no 08006 (a majority of masters was always up)")
 	  if $r->{expect_no_08006};
 	is($r->{gave_up}, 0, "$name: no holder found its lock lost") if $r->{expect_no_gave_up};
+	if ($r->{job} && !$r->{expect_violations})
+	{
+		is($r->{writes_after_loss}, 0, "$name: no write committed after its lock was lost");
+		is($r->{losses_in}{$_}, 0, "$name: no lock lost during $_ (or TTL/3 after)")
+		  for sort keys %{ $r->{losses_in} };
+		is($r->{losses_unrenewed}, 0, "$name: no validity ran out before the worker renewed it");
+	}
 }
 
 print $out "\n", Checker::table_header();
@@ -72,6 +95,16 @@ if (@neg)
 	print $out "negative controls (must show violations):\n";
 	print $out Checker::table_line($_) for @neg;
 }
+my @jobs = grep { $_->{job} } @results;
+if (@jobs)
+{
+	print $out "\nlong jobs (done: ran to the end; refused: commits refused after a swallowed"
+	  . " cancel; renewals, failed, lost: the worker's; excused: claims that found a cancelled"
+	  . " holder whose later work did not commit; wr.after: writes committed after their"
+	  . " lock was lost):\n";
+	print $out Checker::job_table_header();
+	print $out Checker::job_table_line($_) for @jobs;
+}
 print $out "\nliveness (acquisitions per second) by state of the masters:\n";
 for my $r (@results)
 {
@@ -81,5 +114,5 @@ for my $r (@results)
 print $out sprintf("\n%d clients, %d resources; TTL/wait/work per scenario above; %d s each\n",
 	$results[0]{clients}, $results[0]{resources}, $seconds) if @results;
 
-RedisMasters::no_crash($node);
+RedisMasters::no_crash($_) for grep { defined } $node, $preloaded;
 done_testing();
