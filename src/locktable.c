@@ -211,7 +211,8 @@ lock_register(HeldLock *lock)
 	redlock_registry_reserve(key, prefix_len, redlock_cancel_on_loss, &lock->reg);
 	pfree(key);
 	lock->cancel_explained = false;
-	registered_total++;
+	if (registered_total++ == 0)
+		redlock_registry_watch(true);
 }
 
 /* Takes lock out of the shared registry, if it is there: the worker lets go of it. */
@@ -221,7 +222,8 @@ lock_unregister(HeldLock *lock)
 	if (lock->reg.index < 0)
 		return;
 	redlock_registry_remove(&lock->reg);
-	registered_total--;
+	if (--registered_total == 0)
+		redlock_registry_watch(false);
 }
 
 /* Logs a hold added now, in the current subtransaction. */
@@ -825,10 +827,13 @@ redlock_lock_first_expired_xact(void)
 
 /*
  * redlock_lock_first_lost_in_xact
- *		Returns (palloc'd) the resource of an auto-extended lock (either scope) that the
- *		worker gave up on, and cancelled this backend for, since the current transaction
- *		started: the work of that transaction may have run unprotected, so it must not
- *		commit.  *reason is set to why it was lost.  NULL when there is none.
+ *		Returns (palloc'd) the resource of an auto-extended lock (either scope), taken
+ *		with redlock.cancel_on_loss on, that was lost since the current transaction
+ *		started: the worker gave up on it and cancelled this backend, or its validity
+ *		ran out (a worker that stalled past the validity declares the loss only once it
+ *		runs again, after another client may have taken the lock).  The work of that
+ *		transaction may have run unprotected, so it must not commit.  *reason is set to
+ *		why.  NULL when there is none.
  */
 const char *
 redlock_lock_first_lost_in_xact(char **reason)
@@ -836,6 +841,8 @@ redlock_lock_first_lost_in_xact(char **reason)
 	HASH_SEQ_STATUS scan;
 	HeldLock   *lock;
 	TimestampTz xact_start = GetCurrentTransactionStartTimestamp();
+	TimestampTz now = GetCurrentTimestamp();
+	double		now_ms = redlock_clock_ms();
 
 	if (registered_total == 0)
 		return NULL;
@@ -843,12 +850,19 @@ redlock_lock_first_lost_in_xact(char **reason)
 	while ((lock = hash_seq_search(&scan)) != NULL)
 	{
 		RedlockRegistryView view;
+		TimestampTz ran_out_at;
 
 		if (lock->reg.index < 0 || !redlock_registry_view(&lock->reg, &view) ||
-			!view.lost || !view.cancel_sent || view.lost_at < xact_start)
+			!view.cancel_on_loss)
+			continue;
+		if (view.lost && view.cancel_sent && view.lost_at >= xact_start)
+			*reason = pstrdup(view.lost_reason);
+		else if (!view.lost && view.valid_until_ms - now_ms <= redlock_commit_margin_ms &&
+				 (ran_out_at = TimestampTzPlusMilliseconds(now, (int64) (view.valid_until_ms - now_ms))) >= xact_start)
+			*reason = pstrdup("its validity time ran out (or had less than redlock.commit_margin left) before the worker renewed it");
+		else
 			continue;
 		hash_seq_term(&scan);
-		*reason = pstrdup(view.lost_reason);
 		return pstrdup(lock->resource);
 	}
 	return NULL;
@@ -866,8 +880,13 @@ redlock_lock_cancel_explanation(char **reason)
 {
 	HASH_SEQ_STATUS scan;
 	HeldLock   *lock;
-	char		buf[REDLOCK_NODE_ERROR_LEN];
+	char		buf[REDLOCK_REGISTRY_KEY_LEN + 1];
 
+	if (redlock_registry_watchdog_explanation(buf, sizeof(buf)))
+	{
+		*reason = pstrdup("its validity time was running out without a renewal (the worker did not renew it in time)");
+		return pstrdup(buf);
+	}
 	if (registered_total == 0)
 		return NULL;
 	hash_seq_init(&scan, locks);

@@ -272,6 +272,7 @@ typedef struct RedlockRegistryView
 {
 	bool		lost;			/* the worker gave up on it */
 	bool		cancel_sent;	/* ... and cancelled the owner's statement */
+	bool		cancel_on_loss; /* taken with redlock.cancel_on_loss on */
 	int			ttl_ms;			/* TTL last set */
 	double		valid_until_ms; /* redlock_clock_ms() time */
 	TimestampTz last_renewal;	/* 0 before the first */
@@ -360,6 +361,8 @@ extern pg_atomic_uint64 *redlock_registry_wait_begin(const char *key);
 extern void redlock_registry_wait_end(void);
 extern int	redlock_registry_wake(const char *key, size_t len);
 extern int	redlock_registry_waiting(void);
+extern void redlock_registry_watch(bool on);
+extern bool redlock_registry_watchdog_explanation(char *resource, size_t len);
 
 /* ---- the background worker: worker.c, and its subscriptions: subscription.c ---- */
 

@@ -44,6 +44,7 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -478,6 +479,7 @@ redlock_registry_view(const RedlockRegistryHandle *handle, RedlockRegistryView *
 	{
 		view->lost = (entry->state == ENTRY_LOST);
 		view->cancel_sent = entry->cancel_sent;
+		view->cancel_on_loss = entry->cancel_on_loss;
 		view->ttl_ms = entry->ttl_ms;
 		view->valid_until_ms = entry->valid_until_ms;
 		view->last_renewal = entry->last_renewal;
@@ -1021,4 +1023,89 @@ redlock_registry_waiting(void)
 		if (pg_atomic_read_u64(&waiters[i].key_hash) != 0)
 			n++;
 	return n;
+}
+
+/*---- the owner's watchdog ----*/
+
+/*
+ * The worker declares a loss only when it runs: one that stalls (stopped, starved)
+ * past a lock's validity would let the owner work on, unprotected, until it runs
+ * again.  So each owner of auto-extended locks also watches their validity itself,
+ * every WATCHDOG_MS from a timeout handler, and cancels its own statement (as
+ * statement_timeout does) once, per lock, when one taken with redlock.cancel_on_loss
+ * is about to run out without a renewal.  The handler reads the registry without its
+ * lock (it runs in a signal handler); a torn read can only delay it by one tick.
+ */
+#define WATCHDOG_MS 50
+
+static TimeoutId watchdog_id = MAX_TIMEOUTS;
+static volatile int watchdog_fired_index = -1;
+static volatile uint32 watchdog_fired_generation = 0;
+static volatile bool watchdog_unexplained = false;
+
+static void
+watchdog_tick(void)
+{
+	double		now = redlock_clock_ms();
+
+	for (int i = 0; i < registry->max_entries; i++)
+	{
+		volatile RegistryEntry *entry = &registry->entries[i];
+
+		if (entry->owner_pid != MyProcPid || entry->state != ENTRY_ACTIVE ||
+			!entry->cancel_on_loss ||
+			entry->valid_until_ms - now > Min((double) WATCHDOG_MS * 2, entry->ttl_ms / 6.0))
+			continue;
+		if (watchdog_fired_index == i && watchdog_fired_generation == entry->generation)
+			continue;			/* once per lock */
+		watchdog_fired_index = i;
+		watchdog_fired_generation = entry->generation;
+		watchdog_unexplained = true;
+		kill(MyProcPid, SIGINT);
+		return;
+	}
+}
+
+/*
+ * redlock_registry_watch
+ *		Starts (on) or stops this backend's watchdog over the validity of its
+ *		auto-extended locks: on when it registers its first, off when none is left.
+ *		Raises only what enabling a timeout raises (nothing in practice).
+ */
+void
+redlock_registry_watch(bool on)
+{
+	if (registry == NULL)
+		return;
+	if (on)
+	{
+		if (watchdog_id == MAX_TIMEOUTS)
+			watchdog_id = RegisterTimeout(USER_TIMEOUT, watchdog_tick);
+		enable_timeout_every(watchdog_id,
+							 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WATCHDOG_MS),
+							 WATCHDOG_MS);
+	}
+	else if (watchdog_id != MAX_TIMEOUTS)
+		disable_timeout(watchdog_id, false);
+}
+
+/*
+ * redlock_registry_watchdog_explanation
+ *		When the watchdog cancelled this backend and that was not reported yet: copies
+ *		the lock's resource (its key without the prefix) into resource (len bytes) and
+ *		returns true.  For the error-report hook: takes no lock.  Raises nothing.
+ */
+bool
+redlock_registry_watchdog_explanation(char *resource, size_t len)
+{
+	volatile RegistryEntry *entry;
+
+	if (!watchdog_unexplained || registry == NULL)
+		return false;
+	watchdog_unexplained = false;
+	entry = &registry->entries[watchdog_fired_index];
+	if (entry->generation != watchdog_fired_generation || entry->state == ENTRY_FREE)
+		return false;
+	strlcpy(resource, (const char *) entry->key + entry->prefix_len, len);
+	return true;
 }
