@@ -414,29 +414,6 @@ my %SCENARIOS = (
 		pgoptions => ['redlock.auto_extend=on'],
 		faults => sub { _long_job_faults(@_) },
 	},
-	'worker-stalled' => {
-		desc => 'jobs that commit every 500 ms (20 transactions of one write), the worker frozen (SIGSTOP) for 1.2 x TTL + 0.3 s, longer than'
-		  . ' any validity: README promises that a job whose lock is lost because the worker'
-		  . ' stalled is cancelled before the validity runs out',
-		masters => 'plain',
-		preload => 1,
-		ttl_ms => 3000,
-		wait_ms => 200,
-		job => { xacts => 20, steps => 1, step_ms => 500 },
-		pgoptions => ['redlock.auto_extend=on'],
-		faults => sub {
-			my ($f) = @_;
-			my $t = 1.0;
-			while ($t + _delayed_out($f) < $f->{seconds})
-			{
-				$f->at($t);
-				$f->worker_stop;
-				$f->at($t + _delayed_out($f));
-				$f->worker_cont;
-				$t += _delayed_out($f) + 4.0;
-			}
-		},
-	},
 	'unsafe-long-job-no-cancel' => {
 		desc => 'NEGATIVE CONTROL: long-job with redlock.cancel_on_loss off: jobs work on after'
 		  . ' the worker lost their lock to a frozen majority',
