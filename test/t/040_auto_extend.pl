@@ -234,8 +234,9 @@ usleep(4_000_000);
 kill 'CONT', $wpid;
 ($out, $err) = $job->finish;
 like($err, qr/57014: canceling statement because lock on resource "survives-worker" was lost/,
-	'the worker frozen past the validity: the owner is cancelled once it runs again');
-like($err, qr/validity time ran out before it could be renewed/, '... saying why');
+	'the worker frozen past the validity: the owner is cancelled');
+like($err, qr/validity time (?:ran out before it could be renewed|was running out without a renewal)/,
+	'... saying why (the owner\'s own watchdog, or the worker once it runs again)');
 sql($job, "SELECT redlock_release('survives-worker')");
 
 # The worker frozen while an owner asks for a new TTL: a clear 08006, the lock kept.
