@@ -261,6 +261,21 @@ script_command(RedlockCommand *command, RedlockScript *script, const char *key,
 		command->argvlen[i] = strlen(command->argv[i]);
 }
 
+/* Fills command with "NAME key", decided once need nodes gave a reply accept approves. */
+static void
+key_command(RedlockCommand *command, const char *name, const char *key,
+			bool (*accept) (const RedlockNodeOutcome *outcome), int need)
+{
+	memset(command, 0, sizeof(*command));
+	command->need = need;
+	command->accept = accept;
+	command->argc = 2;
+	command->argv[0] = name;
+	command->argv[1] = key;
+	command->argvlen[0] = strlen(name);
+	command->argvlen[1] = strlen(key);
+}
+
 /*
  * Counts replies that are the integer 1 (accepted), integer replies (answered), and
  * failures.
@@ -440,20 +455,8 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		command->argvlen[i] = strlen(command->argv[i]);
 
 	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
-	get->need = result->quorum;
-	get->accept = accept_value;
-	get->argc = 2;
-	get->argv[0] = "GET";
-	get->argv[1] = key;
-	get->argvlen[0] = 3;
-	get->argvlen[1] = strlen(key);
-	pttl->need = result->quorum;
-	pttl->accept = accept_integer;
-	pttl->argc = 2;
-	pttl->argv[0] = "PTTL";
-	pttl->argv[1] = key;
-	pttl->argvlen[0] = 4;
-	pttl->argvlen[1] = strlen(key);
+	key_command(get, "GET", key, accept_value, result->quorum);
+	key_command(pttl, "PTTL", key, accept_integer, result->quorum);
 
 	for (;;)
 	{
