@@ -335,7 +335,6 @@ redlock_renewal_due_ms(int ttl_ms, double valid_until_ms)
 }
 
 extern void RedlockRegistryInit(void);
-extern bool redlock_registry_ready(void);
 extern void redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 									 RedlockRegistryHandle *handle);
 extern void redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token,

@@ -106,7 +106,6 @@ typedef struct RegistryShared
 	Latch	   *worker_latch;	/* NULL while no worker runs */
 	uint64		changes;		/* bumped by activations and requests it must see */
 	double		worker_sleeps_until_ms; /* 0 while the worker is awake */
-	int			worker_pid;
 	int			max_entries;
 	int			used;
 	int			next_free;		/* where to start looking for a free entry */
@@ -216,16 +215,6 @@ RedlockRegistryInit(void)
 	shmem_request_hook = registry_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = registry_shmem_startup;
-}
-
-/*
- * redlock_registry_ready
- *		True when the registry exists (the library is preloaded).
- */
-bool
-redlock_registry_ready(void)
-{
-	return registry != NULL;
 }
 
 /* The entry of handle, or NULL when it is stale (removed, reused). Lock held. */
@@ -611,7 +600,6 @@ redlock_registry_worker_attach(void)
 {
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	registry->worker_latch = MyLatch;
-	registry->worker_pid = MyProcPid;
 	for (int i = 0; i < registry->max_entries; i++)
 		registry->entries[i].renewing = false;
 	LWLockRelease(registry->lock);
@@ -626,7 +614,6 @@ redlock_registry_worker_detach(void)
 {
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	registry->worker_latch = NULL;
-	registry->worker_pid = 0;
 	LWLockRelease(registry->lock);
 }
 
