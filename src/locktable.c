@@ -543,17 +543,19 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 	if (redlock_auto_extend)
 		lock_register(lock);
 	if (wait_ms == 0)
-		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, 0, NULL, result);
+		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, 0, NULL, false,
+							   result);
 	else
 	{
 		/*
 		 * A waiter: a release announced on the masters (or here) wakes it.  An
 		 * interrupted wait is unregistered by the (sub)transaction abort that follows.
 		 */
-		pg_atomic_uint64 *wakeups = redlock_registry_wait_begin(lock->key);
+		bool		behind;
+		pg_atomic_uint64 *wakeups = redlock_registry_wait_begin(lock->key, &behind);
 
 		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms,
-							   wakeups, result);
+							   wakeups, behind, result);
 		redlock_registry_wait_end();
 	}
 	if (result->status != REDLOCK_OK)
@@ -594,7 +596,8 @@ redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result)
 
 	table_init();
 	key = make_key(resource, NULL);
-	redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, NULL, result);
+	redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, NULL, false,
+						   result);
 	pfree(key);
 	return result->status == REDLOCK_OK;
 }

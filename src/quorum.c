@@ -308,8 +308,10 @@ count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
  * quorum of masters that many ms from now (their PTTLs), so waking then is enough.
  * wakeups (may be NULL): a counter another process bumps, and sets our latch, when the
  * lock is released; once it differs from seen (read before the attempt went out), the
- * sleep ends after a random 0-2000 us (at most retry_jitter ms), so that waiters woken
- * together do not all retry in the same instant.  Interruptible (that short jitter
+ * sleep ends after a random time up to the attempt's own (attempt_ms, at least 100 us,
+ * at most retry_jitter ms): the waiters that releases wake in several clusters then
+ * reach the masters one round trip apart at most, rather than in the same instant,
+ * while a handoff costs half a round trip on average.  Interruptible (that short jitter
  * aside).
  */
 static void
@@ -336,8 +338,9 @@ retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
 
 		if (wakeups && pg_atomic_read_u64(wakeups) != seen)
 		{
-			/* Woken: a random 0-2 ms (in microseconds), then retry. */
-			uint64		max_us = (uint64) Min(redlock_retry_jitter_ms, 2) * 1000;
+			/* Woken: a random part of one attempt's time (in us), then retry. */
+			uint64		max_us = (uint64) Min(redlock_retry_jitter_ms * 1000.0,
+											  Max(attempt_ms * 1000.0, 100.0));
 
 			if (max_us > 0)
 				pg_usleep((long) pg_prng_uint64_range(&pg_global_prng_state, 0, max_us));
@@ -412,6 +415,10 @@ free_in_ms(const RedlockNodeOutcome *set_outcomes, const RedlockNodeOutcome *ptt
  *		the lock on a quorum (a single attempt's undo never announces).
  * wakeups: NULL, or a counter bumped when a release of key is announced (see
  *		retry_sleep): the retry delay then ends early.
+ * behind: other backends of this cluster already wait for key (with wakeups only):
+ *		the first attempt waits for a wake-up too, or one retry delay, rather than race
+ *		the waiter a release has just woken; a third contender in a round can split
+ *		the masters' votes so that nobody wins.
  * result: REDLOCK_OK with valid_until_ms set, measured from the start of the attempt
  *		that won; REDLOCK_BUSY when the last attempt found the lock held elsewhere (or
  *		won too late to leave any validity); REDLOCK_UNAVAILABLE, at once and without
@@ -423,7 +430,8 @@ free_in_ms(const RedlockNodeOutcome *set_outcomes, const RedlockNodeOutcome *ptt
  */
 void
 redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int ttl_ms,
-					   int wait_ms, pg_atomic_uint64 *wakeups, RedlockResult *result)
+					   int wait_ms, pg_atomic_uint64 *wakeups, bool behind,
+					   RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
 	RedlockCommand commands[3] = {0};
@@ -457,6 +465,10 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
 	key_command(get, "GET", key, accept_value, result->quorum);
 	key_command(pttl, "PTTL", key, accept_integer, result->quorum);
+
+	/* Queue behind this cluster's waiters: the oldest is woken first (registry.c). */
+	if (wakeups && behind && wait_ms != 0)
+		retry_sleep(0, deadline_ms, -1, wakeups, pg_atomic_read_u64(wakeups));
 
 	for (;;)
 	{

@@ -246,7 +246,7 @@ extern double redlock_validity_bound_ms(int ttl_ms);
 
 extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token,
 								   int ttl_ms, int wait_ms, pg_atomic_uint64 *wakeups,
-								   RedlockResult *result);
+								   bool behind, RedlockResult *result);
 extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 										int n, bool wait_all, bool cleanup,
 										RedlockResult *results);
@@ -356,7 +356,7 @@ extern void redlock_registry_renewed(const RedlockRenewal *renewals,
 									 const RedlockRenewalOutcome *outcomes, int n);
 extern void redlock_registry_round_done(double round_ms, int locks);
 extern bool redlock_registry_figures(int *locks, double *round_ms, int *round_locks);
-extern pg_atomic_uint64 *redlock_registry_wait_begin(const char *key);
+extern pg_atomic_uint64 *redlock_registry_wait_begin(const char *key, bool *behind);
 extern void redlock_registry_wait_end(void);
 extern int	redlock_registry_wake(const char *key, size_t len);
 extern int	redlock_registry_waiting(void);

@@ -902,14 +902,18 @@ waiter_clear_at_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unus
  * redlock_registry_wait_begin
  *		Announces that this backend is waiting to acquire key, so that a release of it
  *		wakes it (redlock_registry_wake).  Returns the counter such a release bumps, or
- *		NULL when there is no registry (not preloaded): the wait then polls.  Pair with
- *		redlock_registry_wait_end (also run at exit).  Raises nothing.
+ *		NULL when there is no registry (not preloaded): the wait then polls.  Sets
+ *		*behind to whether another backend of this cluster already waits for key (it is
+ *		woken first).  Pair with redlock_registry_wait_end (also run at exit).  Raises
+ *		nothing.
  */
 pg_atomic_uint64 *
-redlock_registry_wait_begin(const char *key)
+redlock_registry_wait_begin(const char *key, bool *behind)
 {
 	RegistryWaiter *w;
+	uint64		h;
 
+	*behind = false;
 	if (waiters == NULL || MyProc == NULL || MyProc->pgprocno >= MaxBackends)
 		return NULL;
 	if (!waiter_exit_registered)
@@ -917,9 +921,12 @@ redlock_registry_wait_begin(const char *key)
 		before_shmem_exit(waiter_clear_at_exit, (Datum) 0);
 		waiter_exit_registered = true;
 	}
+	h = key_hash(key, strlen(key));
+	for (int i = 0; i < MaxBackends && !*behind; i++)
+		*behind = i != MyProc->pgprocno && pg_atomic_read_u64(&waiters[i].key_hash) == h;
 	w = &waiters[MyProc->pgprocno];
 	pg_atomic_write_u64(&w->since_us, (uint64) (redlock_clock_ms() * 1000.0));
-	pg_atomic_write_u64(&w->key_hash, key_hash(key, strlen(key)));
+	pg_atomic_write_u64(&w->key_hash, h);
 	return &w->wakeups;
 }
 
