@@ -4,7 +4,8 @@
 # it shows that a wake-up, not a retry, ended the wait:
 # - wake on release: a release on the other cluster wakes the waiter (through the
 #   worker's subscription), a release in the same cluster wakes it directly; one
-#   waiter a release per cluster, the longest-waiting first;
+#   waiter a release per cluster, the longest-waiting first; a session that starts
+#   waiting while another waits queues behind it (even right after its own release);
 # - wake on expiry: a refused attempt learns the keys' PTTL and retries when they expire;
 # - one subscription per master for the whole cluster, however many sessions;
 # - fallback: the worker frozen (the announcement is lost) costs one retry delay; a
@@ -115,6 +116,25 @@ is($out, 't', 'the next release hands it to the other waiter');
 cmp_ok(time - $t_release, '<', 2.5, '... woken in turn');
 sql($second, "SELECT redlock_release('queue')");
 $second->quit;
+
+# --- a backend that starts waiting behind a waiter of its cluster queues behind it ---
+
+# The releasing session asks again at once, in the same statement: it must not take the
+# lock from under the waiter that the release has just woken.
+sql($local, $slow);
+($out) = sql($local, "SELECT redlock_acquire('no-barging', 60000)");
+start_wait($waiter, 'no-barging', 20000);
+$local->start("SELECT redlock_release('no-barging') AND redlock_acquire('no-barging', 60000, 20000)");
+($out) = $waiter->finish;
+is($out, 't', 'the waiter gets the lock its holder released and asked for again at once');
+ok(RedisMasters::wait_until(10, sub { waiting() eq '1' }),
+	'... while the releasing session waits behind it');
+$t_release = time;
+sql($waiter, "SELECT redlock_release('no-barging')");
+($out) = $local->finish;
+is($out, 't', '... and gets it back when the waiter releases it');
+cmp_ok(time - $t_release, '<', 2.5, '... woken, not after its 5 s retry delay');
+sql($local, "SELECT redlock_release('no-barging')");
 
 # --- wake on expiry ---
 
