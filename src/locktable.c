@@ -400,7 +400,7 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 	/* Waiters in this cluster need not wait for the announcement to come back. */
 	for (int k = 0; k < n && !skip_network; k++)
 		if (infos[k].result.accepted > 0)
-			(void) redlock_registry_wake(held[k]->key, strlen(held[k]->key));
+			(void) redlock_registry_wake(held[k]->key, strlen(held[k]->key), true);
 	for (int k = 0; k < n; k++)
 		lock_forget(held[k]);
 	if (report && !skip_network)

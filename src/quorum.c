@@ -311,7 +311,10 @@ count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
  * sleep ends after a random time up to the attempt's own (attempt_ms, at least 100 us,
  * at most retry_jitter ms): the waiters that releases wake in several clusters then
  * reach the masters one round trip apart at most, rather than in the same instant,
- * while a handoff costs half a round trip on average.  Interruptible (that short jitter
+ * while a handoff costs half a round trip on average.  A waiter woken directly by a
+ * release in its own cluster (REDLOCK_WAKEUP_DIRECT) retries at once: it is the one
+ * waiter of its cluster that release wakes, and the other clusters' waiters hear of
+ * the release later, through their subscriptions.  Interruptible (that short jitter
  * aside).
  */
 static void
@@ -336,12 +339,17 @@ retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
 	{
 		int			rc;
 
-		if (wakeups && pg_atomic_read_u64(wakeups) != seen)
+		uint64		count = wakeups ? pg_atomic_read_u64(wakeups) : seen;
+
+		if (count != seen)
 		{
 			/* Woken: a random part of one attempt's time (in us), then retry. */
 			uint64		max_us = (uint64) Min(redlock_retry_jitter_ms * 1000.0,
 											  Max(attempt_ms * 1000.0, 100.0));
 
+			/* Woken by a release in this cluster: nobody else was woken with us. */
+			if ((count ^ seen) >= REDLOCK_WAKEUP_DIRECT)
+				max_us = 0;
 			if (max_us > 0)
 				pg_usleep((long) pg_prng_uint64_range(&pg_global_prng_state, 0, max_us));
 			CHECK_FOR_INTERRUPTS();

@@ -358,7 +358,9 @@ extern void redlock_registry_round_done(double round_ms, int locks);
 extern bool redlock_registry_figures(int *locks, double *round_ms, int *round_locks);
 extern pg_atomic_uint64 *redlock_registry_wait_begin(const char *key, bool *behind);
 extern void redlock_registry_wait_end(void);
-extern int	redlock_registry_wake(const char *key, size_t len);
+/* Added to a waiter's wake-up counter (which counts in its low 32 bits) by a direct wake. */
+#define REDLOCK_WAKEUP_DIRECT	(UINT64CONST(1) << 32)
+extern int	redlock_registry_wake(const char *key, size_t len, bool direct);
 extern int	redlock_registry_waiting(void);
 extern void redlock_registry_watch(bool on);
 extern bool redlock_registry_watchdog_explanation(char *resource, size_t len);

@@ -955,10 +955,13 @@ redlock_registry_wait_end(void)
  *		REDLOCK_WAKE_DEDUP_MS ago (a table of recent wake-ups by key hash; a collision
  *		only costs a waiter its ordinary retry delay), this is the same release and
  *		nobody else is woken.
+ *		direct: the release was made in this cluster and has just completed (not an
+ *		announcement): the counter also gains REDLOCK_WAKEUP_DIRECT, and the waiter
+ *		retries without jitter (see redlock_quorum_acquire).
  *		Returns how many were woken (0 or 1).  Raises nothing.
  */
 int
-redlock_registry_wake(const char *key, size_t len)
+redlock_registry_wake(const char *key, size_t len, bool direct)
 {
 	uint64		h;
 	uint64		now_us = (uint64) (redlock_clock_ms() * 1000.0);
@@ -996,7 +999,7 @@ redlock_registry_wake(const char *key, size_t len)
 		return 0;				/* another process woke it just now */
 	pg_atomic_write_u64(&recent->at_us, now_us);
 	pg_atomic_write_u64(&recent->key_hash, h);
-	pg_atomic_fetch_add_u64(&waiters[oldest].wakeups, 1);
+	pg_atomic_fetch_add_u64(&waiters[oldest].wakeups, direct ? REDLOCK_WAKEUP_DIRECT + 1 : 1);
 	SetLatch(&ProcGlobal->allProcs[oldest].procLatch);
 	redlock_stats_count(REDLOCK_STAT_WAKEUPS);
 	return 1;

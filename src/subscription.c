@@ -157,7 +157,7 @@ announce(const char *key, size_t len)
 		a->first_ms = now;
 	}
 	if (++a->count == nsubs / 2 + 1)
-		(void) redlock_registry_wake(key, len);
+		(void) redlock_registry_wake(key, len, false);
 }
 
 /* Handles one reply on sub: a confirmation, an error, or an announced release. */
