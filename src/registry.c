@@ -81,6 +81,7 @@ typedef struct RegistryEntry
 	int			config;
 	bool		cancel_on_loss;
 	bool		cancel_sent;
+	bool		self_cancelled; /* the owner's watchdog cancelled it already */
 	bool		renewing;		/* in the worker's round now */
 	bool		retrying;		/* its last renewal got no quorum's answer */
 	int			ttl_ms;
@@ -373,6 +374,7 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 	entry->config = config;
 	entry->cancel_on_loss = cancel_on_loss;
 	entry->cancel_sent = false;
+	entry->self_cancelled = false;
 	entry->renewing = false;
 	entry->retrying = false;
 	entry->ttl_ms = 0;
@@ -634,7 +636,12 @@ owner_alive(const RegistryEntry *entry)
 static void
 entry_mark_lost(RegistryEntry *entry, const char *reason)
 {
-	bool		may_cancel = (entry->request_seq == entry->done_seq);
+	/*
+	 * Not when the owner's watchdog cancelled its statement for this lock already (a
+	 * worker that stalled past the validity): a second cancel would only hit the
+	 * owner's next statement, its redlock_release() say.
+	 */
+	bool		may_cancel = (entry->request_seq == entry->done_seq) && !entry->self_cancelled;
 
 	entry->state = ENTRY_LOST;
 	entry->renewing = false;
@@ -645,7 +652,8 @@ entry_mark_lost(RegistryEntry *entry, const char *reason)
 			(errmsg("redlock lock on resource \"%s\" was lost: %s",
 					entry->key + entry->prefix_len, reason),
 			 errdetail("Owner PID %d; %s.", entry->owner_pid,
-					   !may_cancel ? "its redlock_extend() call is told"
+					   entry->self_cancelled ? "it cancelled its statement itself"
+					   : !may_cancel ? "its redlock_extend() call is told"
 					   : entry->cancel_on_loss ? "its statement is being cancelled"
 					   : "redlock.cancel_on_loss was off")));
 	if (may_cancel && entry->cancel_on_loss && owner_alive(entry))
@@ -1058,6 +1066,7 @@ watchdog_tick(void)
 		watchdog_fired_index = i;
 		watchdog_fired_generation = entry->generation;
 		watchdog_unexplained = true;
+		entry->self_cancelled = true;	/* so that the worker does not cancel again */
 		kill(MyProcPid, SIGINT);
 		return;
 	}
