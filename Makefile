@@ -15,6 +15,12 @@ REGRESS_OPTS = --load-extension=redlock
 
 EXTRA_CLEAN = results regression.diffs regression.out tmp_check
 
+# TAP suites (test/t/*.pl, helpers in test/lib): `make prove_installcheck` against the
+# installed extension; each test starts its own Redis masters and clusters.  Not wired
+# into `installcheck` (TAP_TESTS), which runs the pg_regress suites only: test/run runs
+# those twice (without and with the library preloaded) and the TAP suites once.
+PROVE_TESTS ?= $(sort $(wildcard test/t/*.pl))
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -26,3 +32,12 @@ $(OBJS): src/redlock.h
 # warnings are reported for our code only.
 override CPPFLAGS := $(patsubst -I%,-isystem %,$(filter -I$(includedir)%,$(CPPFLAGS))) \
 	$(filter-out -I$(includedir)%,$(CPPFLAGS))
+
+# As pgvector does: PGXS defines prove_installcheck only with TAP_TESTS, for t/*.pl.
+.PHONY: prove_installcheck
+prove_installcheck:
+	rm -rf '$(CURDIR)'/tmp_check
+	$(MKDIR_P) '$(CURDIR)'/tmp_check
+	cd $(srcdir) && TESTDIR='$(CURDIR)' PATH="$(bindir):$$PATH" \
+		PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
+		$(PROVE) $(PG_PROVE_FLAGS) -I test/lib $(PROVE_FLAGS) $(PROVE_TESTS)
