@@ -19,8 +19,10 @@
 #include "postgres.h"
 
 #include <float.h>
+#include <sys/stat.h>
 
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "utils/guc.h"
 
 #include "redlock.h"
@@ -35,6 +37,7 @@ double		redlock_clock_drift_factor = 0.01;
 char	   *redlock_key_prefix = NULL;
 char	   *redlock_username = NULL;
 char	   *redlock_password = NULL;
+char	   *redlock_password_file = NULL;
 int			redlock_database = 0;
 int			redlock_commit_margin_ms = 100;
 bool		redlock_auto_extend = false;
@@ -45,6 +48,9 @@ static char *servers_setting = NULL;
 
 /* The parsed redlock.servers value: the check hook's "extra", owned by the GUC code. */
 const RedlockServerList *redlock_server_list = NULL;
+
+/* The password read from redlock.password_file: its check hook's "extra"; NULL: none. */
+static const char *password_from_file = NULL;
 
 /* Bumped whenever the connections must be re-opened. */
 uint64		redlock_connection_generation = 0;
@@ -96,6 +102,93 @@ assign_password(const char *newval, void *extra pg_attribute_unused())
 {
 	if (setting_changed(redlock_password, newval))
 		redlock_connection_generation++;
+}
+
+/*
+ * Reads redlock.password_file when it is set (as libpq reads its passfile): a regular
+ * file without group or world access, whose first line is the password.  Read here,
+ * when the setting takes effect (server start, reload, SET), so that errors are the
+ * setting's own and no later call, a release at abort say, has a file to fail on.
+ */
+static bool
+check_password_file(char **newval, void **extra, GucSource source pg_attribute_unused())
+{
+	struct stat st;
+	FILE	   *file;
+	char		line[REDLOCK_PASSWORD_LEN + 2];
+	char	   *password;
+	size_t		len;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (stat(*newval, &st) != 0)
+	{
+		GUC_check_errdetail("Could not stat file \"%s\": %m.", *newval);
+		return false;
+	}
+	if (!S_ISREG(st.st_mode))
+	{
+		GUC_check_errdetail("File \"%s\" is not a regular file.", *newval);
+		return false;
+	}
+	if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
+		GUC_check_errdetail("File \"%s\" has group or world access.", *newval);
+		GUC_check_errhint("Make it readable only by the server's operating system user (chmod 0600).");
+		return false;
+	}
+	file = AllocateFile(*newval, "r");
+	if (file == NULL)
+	{
+		GUC_check_errdetail("Could not open file \"%s\": %m.", *newval);
+		return false;
+	}
+	if (fgets(line, sizeof(line), file) == NULL)
+		line[0] = '\0';
+	FreeFile(file);
+	len = strcspn(line, "\r\n");
+	if (len > REDLOCK_PASSWORD_LEN)
+	{
+		explicit_bzero(line, sizeof(line));
+		GUC_check_errdetail("The password in file \"%s\" is longer than %d bytes.",
+							*newval, REDLOCK_PASSWORD_LEN);
+		return false;
+	}
+	line[len] = '\0';
+	password = malloc(len + 1);	/* extra is malloc'd: the GUC code frees it */
+	if (password == NULL)
+	{
+		explicit_bzero(line, sizeof(line));
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		GUC_check_errdetail("Out of memory.");
+		return false;
+	}
+	memcpy(password, line, len + 1);
+	explicit_bzero(line, sizeof(line));
+	*extra = password;
+	return true;
+}
+
+static void
+assign_password_file(const char *newval pg_attribute_unused(), void *extra)
+{
+	if (setting_changed(password_from_file, extra))
+		redlock_connection_generation++;
+	password_from_file = extra;
+}
+
+/*
+ * redlock_effective_password
+ *		Returns the password to send with AUTH: the one read from redlock.password_file
+ *		when that is set, else redlock.password; "" for none.  Never NULL.  Raises
+ *		nothing (the file was read when the setting took effect).
+ */
+const char *
+redlock_effective_password(void)
+{
+	if (password_from_file != NULL)
+		return password_from_file;
+	return redlock_password ? redlock_password : "";
 }
 
 static void
@@ -205,6 +298,16 @@ RedlockGucInit(void)
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, assign_password, NULL);
+
+	DefineCustomStringVariable("redlock.password_file",
+							   "File holding the password sent with AUTH to each Redis master.",
+							   "Its first line; the file must not be readable by group or others. "
+							   "When set, it replaces redlock.password.",
+							   &redlock_password_file,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_password_file, assign_password_file, NULL);
 
 	DefineCustomIntVariable("redlock.database",
 							"Redis database number selected on each master.",

@@ -456,7 +456,7 @@ redlock_nodeset_current(void)
 
 	config.list = redlock_server_list;
 	config.username = redlock_username ? redlock_username : "";
-	config.password = redlock_password ? redlock_password : "";
+	config.password = redlock_effective_password();
 	config.database = redlock_database;
 	current_set = set_find_or_build(&config);
 	current_generation = redlock_connection_generation;

@@ -61,6 +61,7 @@ extern double redlock_clock_drift_factor;
 extern char *redlock_key_prefix;
 extern char *redlock_username;
 extern char *redlock_password;
+extern char *redlock_password_file;
 extern int	redlock_database;
 extern int	redlock_commit_margin_ms;
 extern bool redlock_auto_extend;
@@ -69,8 +70,12 @@ extern int	redlock_max_auto_extended_locks;
 extern const RedlockServerList *redlock_server_list;
 extern uint64 redlock_connection_generation;
 
+/* The longest password redlock.password_file may hold, in bytes. */
+#define REDLOCK_PASSWORD_LEN 1024
+
 extern void RedlockGucInit(void);
 extern const char *redlock_servers_text(void);
+extern const char *redlock_effective_password(void);
 
 /* ---- the clock: clock.c (a leaf) ---- */
 

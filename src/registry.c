@@ -238,7 +238,7 @@ config_acquire(void)
 {
 	const char *servers = redlock_servers_text();
 	const char *username = redlock_username ? redlock_username : "";
-	const char *password = redlock_password ? redlock_password : "";
+	const char *password = redlock_effective_password();
 	int			free_slot = -1;
 
 	for (int i = 0; i < REGISTRY_CONFIGS; i++)
@@ -322,7 +322,7 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 						   strlen(key), REDLOCK_REGISTRY_KEY_LEN)));
 	if (strlen(redlock_servers_text()) > REGISTRY_SERVERS_LEN ||
 		(redlock_username && strlen(redlock_username) > REGISTRY_CREDENTIAL_LEN) ||
-		(redlock_password && strlen(redlock_password) > REGISTRY_CREDENTIAL_LEN))
+		strlen(redlock_effective_password()) > REGISTRY_CREDENTIAL_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("redlock configuration is too long for auto-extended locks"),

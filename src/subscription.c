@@ -124,12 +124,12 @@ sub_open(Subscriber *sub)
 		(void) redisEnableKeepAlive(sub->ctx);
 	wait_set_stale = true;
 	sub->writing = true;
-	if (redlock_password && redlock_password[0] != '\0')
+	if (redlock_effective_password()[0] != '\0')
 	{
 		argv[argc++] = "AUTH";
 		if (redlock_username && redlock_username[0] != '\0')
 			argv[argc++] = redlock_username;
-		argv[argc++] = redlock_password;
+		argv[argc++] = redlock_effective_password();
 		if (redisAppendCommandArgv(sub->ctx, argc, argv, NULL) != REDIS_OK)
 		{
 			sub_fail(sub, "out of memory");

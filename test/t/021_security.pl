@@ -145,12 +145,63 @@ is(join(',', $redis->redis_all('EXISTS', 'other:1')), '0,0,0,0,0', '... and no k
 is($out, 't', '"narrow" releases jobs:1');
 sql($su, 'RESET redlock.username; RESET redlock.password');
 
+# --- redlock.password_file: no secret in any setting ---
+
+my $pwfile = $node->basedir . '/redis.pass';
+sub write_secret
+{
+	my ($text, $mode) = @_;
+	open(my $fh, '>', $pwfile) or die "open $pwfile: $!";
+	print $fh $text;
+	close($fh);
+	chmod($mode, $pwfile) or die "chmod $pwfile: $!";
+	return;
+}
+
+write_secret("$pw\n", 0600);
+sql($su, "SET redlock.password = ''");
+($out, $err) = sql($su,
+	"SET redlock.password_file = '$pwfile'; SELECT redlock_acquire('file-auth', 30000)");
+is($out, 't', 'redlock.password_file (0600, the password on its first line): acquire works');
+is($err, '', '... no error');
+($out) = sql($su, "SELECT redlock_release('file-auth')");
+is($out, 't', '... and release');
+($out) = sql($su, 'SHOW redlock.password_file');
+is($out, $pwfile, '... SHOW gives the path, not the password');
+
+write_secret("$wrong_pw\r\nsecond line ignored\n", 0600);
+($out, $err, $secs) = sql($su,
+	"SET redlock.password_file = '$pwfile'; SELECT redlock_acquire('file-auth', 30000)");
+auth_error('a wrong password in the file (CRLF, a second line)', $err, $secs, qr/WRONGPASS/);
+
+write_secret("$pw\n", 0644);
+($out, $err) = sql($su, "SET redlock.password_file = '$pwfile'");
+like($err, qr/ERROR:\s+22023: invalid value for parameter "redlock.password_file"/,
+	'a password file readable by others is refused (22023)');
+like($err, qr/DETAIL:\s+File "\Q$pwfile\E" has group or world access/, '... saying why');
+like($err, qr/HINT:\s+.*chmod 0600/, '... and what to do');
+unlike($err, qr/\Q$pw\E/, '... without the password');
+
+($out, $err) = sql($su, "SET redlock.password_file = '$pwfile.missing'");
+like($err, qr/ERROR:\s+22023: .*\n.*DETAIL:\s+Could not stat file ".*missing": No such file/,
+	'a missing password file is refused (22023), naming it');
+
+write_secret(('x' x 1025) . "\n", 0600);
+($out, $err) = sql($su, "SET redlock.password_file = '$pwfile'");
+like($err, qr/DETAIL:\s+The password in file .* is longer than 1024 bytes/,
+	'a password longer than 1024 bytes is refused');
+
+sql($su, 'RESET redlock.password_file; RESET redlock.password');
+($out) = sql($su, "SELECT redlock_acquire('file-auth', 30000) AND redlock_release('file-auth')");
+is($out, 't', 'after RESET the configured redlock.password works again');
+
 # --- plain users: superuser-only settings, the hidden password ---
 
 my $plain = session($node, 'postgres', extra_params => [ '-U', 'plain' ]);
 for my $set (
 	"SET redlock.servers = '127.0.0.1:1'",
 	"SET redlock.password = 'x'",
+	"SET redlock.password_file = '/etc/passwd'",
 	"SET redlock.username = 'x'",
 	"SET redlock.key_prefix = 'stolen:'",
 	"SET redlock.database = 1",
@@ -168,6 +219,8 @@ is($out, '100ms', 'plain user may set redlock.timeout (its own business)');
 
 ($out, $err) = sql($plain, 'SHOW redlock.password');
 like($err, qr/ERROR:\s+42501/, 'plain user: SHOW redlock.password is refused');
+($out, $err) = sql($plain, 'SHOW redlock.password_file');
+like($err, qr/ERROR:\s+42501/, 'plain user: SHOW redlock.password_file is refused');
 ($out, $err) = sql($plain, "SELECT current_setting('redlock.password')");
 like($err, qr/ERROR:\s+42501/, "plain user: current_setting('redlock.password') is refused");
 ($out, $err) = sql($plain, "SELECT current_setting('redlock.password', true)");
