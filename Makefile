@@ -25,8 +25,8 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# PGXS tracks no header dependencies: every object depends on the one shared header.
-$(OBJS): src/redlock.h
+# PGXS tracks no header dependencies: every object depends on the shared headers.
+$(OBJS): src/redlock.h src/compat.h
 
 # PostgreSQL's own headers warn under -Wextra: include them as system headers so that
 # warnings are reported for our code only.

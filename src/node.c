@@ -74,6 +74,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "compat.h"
 #include "redlock.h"
 
 /*
@@ -1156,7 +1157,7 @@ wait_set_refresh(RedlockNodeSet *set)
 		FreeWaitEventSet(wait_set);
 	wait_set = NULL;
 	wait_set_for = NULL;
-	wait_set = CreateWaitEventSet(TopMemoryContext, REDLOCK_MAX_NODES + 2);
+	wait_set = redlock_create_wait_event_set(REDLOCK_MAX_NODES + 2);
 	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wait_set, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	for (int i = 0; i < set->count; i++)
@@ -1274,7 +1275,8 @@ wait_for_nodes(CallState *cs, bool cleanup)
 
 		wait_set_refresh(set);
 		nevents = WaitEventSetWait(wait_set, (long) Max(ceil(next_deadline - now), 0), events,
-								   lengthof(events), PG_WAIT_EXTENSION);
+								   lengthof(events),
+								   redlock_wait_event(REDLOCK_WAIT_MASTERS));
 
 		for (int e = 0; e < nevents; e++)
 		{

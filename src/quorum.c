@@ -25,6 +25,7 @@
 #include "storage/latch.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "redlock.h"
 
 /*
@@ -356,7 +357,7 @@ retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
 			break;
 		}
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   (long) ceil(end - now), PG_WAIT_EXTENSION);
+					   (long) ceil(end - now), redlock_wait_event(REDLOCK_WAIT_RETRY));
 		if (rc & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);

@@ -48,6 +48,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "redlock.h"
 
 #define REGISTRY_CONFIGS			16
@@ -370,7 +371,7 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 	handle->generation = entry->generation;
 	entry->state = ENTRY_RESERVED;
 	entry->owner_pid = MyProcPid;
-	entry->owner_procno = MyProc->pgprocno;
+	entry->owner_procno = redlock_my_proc_number();
 	entry->config = config;
 	entry->cancel_on_loss = cancel_on_loss;
 	entry->cancel_sent = false;
@@ -584,7 +585,7 @@ redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 			break;
 		}
 		(void) ConditionVariableTimedSleep(&registry->answered, (long) (deadline_ms - now) + 1,
-										   PG_WAIT_EXTENSION);
+										   redlock_wait_event(REDLOCK_WAIT_WORKER));
 	}
 	ConditionVariableCancelSleep();
 }
@@ -922,7 +923,7 @@ redlock_registry_wait_begin(const char *key, bool *behind)
 	uint64		h;
 
 	*behind = false;
-	if (waiters == NULL || MyProc == NULL || MyProc->pgprocno >= MaxBackends)
+	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
 		return NULL;
 	if (!waiter_exit_registered)
 	{
@@ -931,8 +932,8 @@ redlock_registry_wait_begin(const char *key, bool *behind)
 	}
 	h = key_hash(key, strlen(key));
 	for (int i = 0; i < MaxBackends && !*behind; i++)
-		*behind = i != MyProc->pgprocno && pg_atomic_read_u64(&waiters[i].key_hash) == h;
-	w = &waiters[MyProc->pgprocno];
+		*behind = i != redlock_my_proc_number() && pg_atomic_read_u64(&waiters[i].key_hash) == h;
+	w = &waiters[redlock_my_proc_number()];
 	pg_atomic_write_u64(&w->since_us, (uint64) (redlock_clock_ms() * 1000.0));
 	pg_atomic_write_u64(&w->key_hash, h);
 	return &w->wakeups;
@@ -945,9 +946,9 @@ redlock_registry_wait_begin(const char *key, bool *behind)
 void
 redlock_registry_wait_end(void)
 {
-	if (waiters == NULL || MyProc == NULL || MyProc->pgprocno >= MaxBackends)
+	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
 		return;
-	pg_atomic_write_u64(&waiters[MyProc->pgprocno].key_hash, 0);
+	pg_atomic_write_u64(&waiters[redlock_my_proc_number()].key_hash, 0);
 }
 
 /*

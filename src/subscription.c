@@ -32,6 +32,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "compat.h"
 #include "redlock.h"
 
 #define RESUBSCRIBE_DELAY_MS 1000
@@ -257,7 +258,7 @@ wait_set_rebuild(void)
 {
 	if (wait_set)
 		FreeWaitEventSet(wait_set);
-	wait_set = CreateWaitEventSet(TopMemoryContext, nsubs + 2);
+	wait_set = redlock_create_wait_event_set(nsubs + 2);
 	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	for (int i = 0; i < nsubs; i++)
@@ -301,7 +302,7 @@ redlock_subscriptions_wait(double timeout_ms)
 		wait_set_rebuild();
 
 	n = WaitEventSetWait(wait_set, (long) Max(end - now, 0), events, lengthof(events),
-						 PG_WAIT_EXTENSION);
+						 redlock_wait_event(REDLOCK_WAIT_WORKER_MAIN));
 	for (int k = 0; k < n; k++)
 	{
 		Subscriber *sub = events[k].user_data;
