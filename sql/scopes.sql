@@ -163,4 +163,20 @@ PREPARE TRANSACTION 'regress-prep';
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM redlock_locks();
 
+-- DISCARD ALL releases session locks, as it releases advisory locks (a pooler's
+-- server_reset_query); another session can then take them at once.
+SELECT redlock_acquire('regress-discard', 30000), redlock_acquire('regress-discard', 30000);
+SELECT other('SELECT redlock_acquire(''regress-discard'', 30000)');
+DISCARD ALL;
+SELECT count(*) FROM redlock_locks();
+SELECT other('SELECT redlock_acquire(''regress-discard'', 30000)');
+SELECT other('SELECT redlock_release(''regress-discard'')');
+-- Not inside a transaction block: refused by PostgreSQL, and the lock is kept.
+SELECT redlock_acquire('regress-discard', 30000);
+BEGIN;
+DISCARD ALL;
+ROLLBACK;
+SELECT resource, session_holds FROM redlock_locks();
+SELECT redlock_release('regress-discard');
+
 SELECT dblink_disconnect('other');

@@ -14,6 +14,10 @@
  * ..., it was already committed" (a PANIC): whatever is raised there anyway (out of
  * memory, a failing wait set) is caught and reported as a WARNING.
  *
+ * DISCARD ALL releases the session's locks, as it releases advisory locks, so that a
+ * pooler that resets a server connection with it (PgBouncer's server_reset_query)
+ * hands the next client a backend that holds nothing.
+ *
  * An error-report hook words the cancel the background worker sends when an
  * auto-extended lock is lost, and the commit check refuses the transaction that was
  * running then (see redlock_lock_first_lost_in_xact).
@@ -27,13 +31,16 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
 #include "storage/ipc.h"
+#include "tcop/utility.h"
 #include "utils/elog.h"
 
 #include "redlock.h"
 
 static bool hooks_registered = false;
 static emit_log_hook_type prev_emit_log_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility_hook = NULL;
 
 /*
  * Runs fn(arg) and turns any ERROR it raises into a WARNING saying when (what), for
@@ -174,10 +181,30 @@ explain_cancel(ErrorData *edata)
 	}
 }
 
+/* DISCARD ALL, once it has run (it cannot inside a transaction block): the session locks. */
+static void
+process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				ProcessUtilityContext context, ParamListInfo params,
+				QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+	bool		discard_all = IsA(stmt, DiscardStmt) &&
+		((DiscardStmt *) stmt)->target == DISCARD_ALL;
+
+	if (prev_process_utility_hook)
+		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context, params,
+								  queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+	if (discard_all)
+		(void) redlock_lock_release_session(redlock_warn_release);
+}
+
 /*
  * redlock_hooks_register
- *		Registers the transaction, subtransaction and exit hooks, once per backend.
- *		Called before the first lock operation.  Raises nothing.
+ *		Registers the transaction, subtransaction, exit and DISCARD ALL hooks, once
+ *		per backend.  Called before the first lock operation.  Raises nothing.
  */
 void
 redlock_hooks_register(void)
@@ -189,5 +216,7 @@ redlock_hooks_register(void)
 	before_shmem_exit(exit_callback, (Datum) 0);
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = explain_cancel;
+	prev_process_utility_hook = ProcessUtility_hook;
+	ProcessUtility_hook = process_utility;
 	hooks_registered = true;
 }

@@ -9,6 +9,7 @@ RL_DEB_PACKAGES=(
 	postgresql-15 postgresql-server-dev-15 postgresql-15-cron
 	libhiredis-dev redis-server redis-tools
 	libipc-run-perl perl
+	pgbouncer
 )
 
 # Succeeds when every package in RL_DEB_PACKAGES is installed.
