@@ -397,6 +397,28 @@ my %SCENARIOS = (
 		faults => sub { _renew_faults(@_, 0) },
 	},
 
+	'discard-release' => {
+		desc => 'holders give the guard back, then release with DISCARD ALL (a pooler\'s'
+		  . ' server_reset_query), not redlock_release; kill -9 of 2 masters (delayed'
+		  . ' restart), then of 1; SIGSTOP of 1 master, of 2',
+		masters => 'plain',
+		steps => 2,
+		step_ms => 25,
+		discard => 'after',
+		faults => sub { $SCENARIOS_REF->{'minority-delayed+sigstop'}{faults}->(@_) },
+	},
+	'unsafe-discard-early' => {
+		desc => 'NEGATIVE CONTROL: DISCARD ALL right after claiming the guard, holders work'
+		  . ' on (ignoring the validity): the lock is released under them',
+		masters => 'plain',
+		steps => 2,
+		step_ms => 25,
+		discard => 'early',
+		honest => 0,
+		expect_violations => 1,
+		faults => sub { $SCENARIOS_REF->{'minority-delayed+sigstop'}{faults}->(@_) },
+	},
+
 	# ---- long jobs: auto-extended locks (issue 8), on a node with the library preloaded ----
 
 	'long-job' => {
@@ -775,7 +797,9 @@ sub _job_client_output
 # A lock held across commands (checker_take/step/done in checker.sql) when steps is set:
 #   steps (N), step_ms (work per step), ext_ttls ([TTL or undef per step]: redlock_extend
 #   before that step), honest (1: work a step only with validity for it; 0: work on
-#   whatever extend and redlock_locks() say), margin_ms (100).
+#   whatever extend and redlock_locks() say), margin_ms (100), discard ('after': give
+#   the guard back, then DISCARD ALL instead of redlock_release; 'early': DISCARD ALL
+#   right after taking the guard, a negative control).
 #   idle_ms: the client sleeps (idle backend) after each attempt; pgoptions: more -c
 #   settings for the clients' sessions; fault_ttl_ms: the TTL the fault schedule is told
 #   (default the largest TTL in use).
@@ -824,11 +848,15 @@ INSERT INTO checker_guard (resource)
 	{
 		$work = $steps * $step_ms;
 		my $h = $honest ? 'true' : 'false';
+		my $discard = $o{discard} // '';
 		$text .= "CALL checker_take('$prefix' || :r, $ttl, $wait);\n";
+		$text .= "DISCARD ALL;\n" if $discard eq 'early';
 		$text .= "CALL checker_step('$prefix' || :r, $step_ms, "
 		  . ($ext[$_] // 'NULL') . ", $h, $margin);\n"
 		  for 0 .. $steps - 1;
-		$text .= "CALL checker_done('$prefix' || :r);\n";
+		$text .= $discard eq 'after'
+		  ? "CALL checker_done('$prefix' || :r, false);\nDISCARD ALL;\n"
+		  : "CALL checker_done('$prefix' || :r);\n";
 	}
 	else
 	{

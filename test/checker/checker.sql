@@ -20,6 +20,7 @@ DROP PROCEDURE IF EXISTS checker_attempt(text, integer, integer, integer);
 DROP PROCEDURE IF EXISTS checker_take(text, integer, integer);
 DROP PROCEDURE IF EXISTS checker_step(text, integer, integer, boolean, integer);
 DROP PROCEDURE IF EXISTS checker_done(text);
+DROP PROCEDURE IF EXISTS checker_done(text, boolean);
 DROP PROCEDURE IF EXISTS checker_unclaim(text, checker_holds);
 DROP PROCEDURE IF EXISTS checker_job(text, integer, integer, integer, integer, integer, boolean);
 DROP PROCEDURE IF EXISTS checker_job_end(text, text);
@@ -341,7 +342,9 @@ BEGIN
 END
 $$;
 
-CREATE PROCEDURE checker_done(p_resource text)
+-- p_release false: give the guard back only; the driver's next command (DISCARD ALL)
+-- releases the lock, and released stays NULL.
+CREATE PROCEDURE checker_done(p_resource text, p_release boolean DEFAULT true)
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -359,7 +362,9 @@ BEGIN
 		CALL checker_unclaim(p_resource, h);
 	END IF;
 	BEGIN
-		rel := redlock_release(p_resource);
+		IF p_release THEN
+			rel := redlock_release(p_resource);
+		END IF;
 	EXCEPTION WHEN OTHERS THEN
 		rel := NULL;
 	END;

@@ -35,7 +35,7 @@ my @names = @ARGV
   : qw(baseline kill-minority-delayed sigstop latency kill-minority-aof kill-majority-aof
   unsafe-majority-restart unsafe-short-ttl extend-shorter extend-longer unsafe-extend-ignored
   servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew
-  long-job unsafe-long-job-no-cancel);
+  discard-release unsafe-discard-early long-job unsafe-long-job-no-cancel);
 
 my %masters = (
 	plain => RedisMasters->new(5),

@@ -2,10 +2,11 @@
 # holders that extend their lock to shorter and longer TTLs while a majority of masters is
 # frozen and a minority killed; redlock.servers grown and shrunk under load; SCRIPT FLUSH on
 # the masters with retries at once (retry_delay 0); masters that close idle connections
-# (Redis timeout 1); pg_reload_conf() in a loop.  Each must show zero violations; the
-# negative controls (a holder that ignores what extend says; holders of a lock taken on
-# 2 of 3 masters working on when the list grows to 5) must show violations, or the checker
-# is blind on these paths.  test/checker/run-long runs them longer.
+# (Redis timeout 1); pg_reload_conf() in a loop; DISCARD ALL as the release.  Each must
+# show zero violations; the negative controls (a holder that ignores what extend says;
+# holders of a lock taken on 2 of 3 masters working on when the list grows to 5; a
+# DISCARD ALL inside the critical section) must show violations, or the checker is blind
+# on these paths.  test/checker/run-long runs them longer.
 #
 # RL_CHECKER_EDGES=name,name runs only those scenarios (for a look at one).
 
@@ -114,6 +115,11 @@ if (my $r = scenario_ok('reload-loop', 7))
 	is($r->{gave_up}, 0, 'reload-loop: no holder found its lock lost (extend false)')
 	  or diag(Checker::describe($r));
 }
+
+# --- DISCARD ALL as the release (a pooler resetting the connection), and its control ---
+
+scenario_ok('discard-release', 7);
+scenario_ok('unsafe-discard-early', 5);
 
 diag("\n" . Checker::table_header() . join('', map { Checker::table_line($_) } @table));
 
