@@ -1,12 +1,15 @@
 # test/lib/deps.sh: install what building and testing redlock needs (sourced, bash).
 # shellcheck shell=bash
 #
-# rl_install_deps installs the Debian 12 packages with apt-get, and does nothing when they
+# rl_install_deps installs the Debian packages with apt-get, and does nothing when they
 # are all installed already, so that reruns stay quick.  Must run as root.
+# RL_PG_MAJOR (default 15, Debian 12's) picks the PostgreSQL version: test/matrix sets 17
+# in a Debian 13 root and 18 in a sid root.
 
+RL_PG_MAJOR=${RL_PG_MAJOR:-15}
 RL_DEB_PACKAGES=(
 	make gcc libc6-dev
-	postgresql-15 postgresql-server-dev-15 postgresql-15-cron
+	"postgresql-$RL_PG_MAJOR" "postgresql-server-dev-$RL_PG_MAJOR" "postgresql-$RL_PG_MAJOR-cron"
 	libhiredis-dev redis-server redis-tools
 	libipc-run-perl perl
 	pgbouncer

@@ -23,7 +23,7 @@
 # hint to choose others through the environment.  The defaults sit below Linux's ephemeral
 # range (32768-60999), where an outgoing connection could hold them.
 
-RL_PGBIN=${RL_PGBIN:-/usr/lib/postgresql/15/bin}
+RL_PGBIN=${RL_PGBIN:-/usr/lib/postgresql/${RL_PG_MAJOR:-15}/bin}
 RL_REDIS_BASE_PORT=${RL_REDIS_BASE_PORT:-28379}
 RL_PG_PORT=${RL_PG_PORT:-28432}
 RL_TMP=
@@ -91,7 +91,7 @@ rl_check_ports()
 rl_setup()
 {
 	[[ $(id -u) -eq 0 ]] || rl_die "must run as root (PostgreSQL runs as the postgres user)"
-	id postgres >/dev/null 2>&1 || rl_die "no postgres OS user: is postgresql-15 installed?"
+	id postgres >/dev/null 2>&1 || rl_die "no postgres OS user: is postgresql-${RL_PG_MAJOR:-15} installed?"
 	RL_TMP=$(mktemp -d /tmp/redlock-test.XXXXXX)
 	chown postgres: "$RL_TMP"
 	chmod 755 "$RL_TMP"
