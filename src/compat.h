@@ -15,6 +15,7 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
@@ -37,6 +38,17 @@
 #define redlock_create_wait_event_set(nevents)	CreateWaitEventSet(NULL, (nevents))
 #else
 #define redlock_create_wait_event_set(nevents)	CreateWaitEventSet(TopMemoryContext, (nevents))
+#endif
+
+/*
+ * Memory for a GUC check hook's "extra", which the GUC code frees: malloc before 16,
+ * guc_malloc (in its own memory context, freed with pfree) from 16 on.  NULL when out
+ * of memory (16+ also logs it).
+ */
+#if PG_VERSION_NUM >= 160000
+#define redlock_guc_malloc(size)	guc_malloc(LOG, (size))
+#else
+#define redlock_guc_malloc(size)	malloc(size)
 #endif
 
 /* What a backend waits for, shown in pg_stat_activity.wait_event on 17 and later. */

@@ -25,6 +25,7 @@
 #include "storage/fd.h"
 #include "utils/guc.h"
 
+#include "compat.h"
 #include "redlock.h"
 
 /*---- GUC variables ----*/
@@ -55,12 +56,27 @@ static const char *password_from_file = NULL;
 /* Bumped whenever the connections must be re-opened. */
 uint64		redlock_connection_generation = 0;
 
-/* Validates redlock.servers, leaving the parsed list as extra (malloc'd, as GUC needs). */
+/* A check hook's failure for want of memory for its "extra". */
+static bool
+extra_out_of_memory(void)
+{
+	GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+	GUC_check_errdetail("Out of memory.");
+	return false;
+}
+
+/*
+ * Validates redlock.servers, leaving the parsed list as extra.  The parser mallocs (it
+ * also runs in the fuzz target); the GUC code frees extra its own way, so the list is
+ * copied into a redlock_guc_malloc block.
+ */
 static bool
 check_servers(char **newval, void **extra, GucSource source pg_attribute_unused())
 {
 	char		errbuf[320];
 	RedlockServerList *list = redlock_servers_parse(*newval, errbuf, sizeof(errbuf));
+	RedlockServerList *copy;
+	size_t		size;
 
 	if (list == NULL)
 	{
@@ -69,7 +85,14 @@ check_servers(char **newval, void **extra, GucSource source pg_attribute_unused(
 						  "for example \"10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379\".");
 		return false;
 	}
-	*extra = list;
+	size = offsetof(RedlockServerList, nodes) + list->count * sizeof(RedlockNodeAddr);
+	copy = redlock_guc_malloc(size);
+	if (copy != NULL)
+		memcpy(copy, list, size);
+	free(list);
+	if (copy == NULL)
+		return extra_out_of_memory();
+	*extra = copy;
 	return true;
 }
 
@@ -155,13 +178,11 @@ check_password_file(char **newval, void **extra, GucSource source pg_attribute_u
 		return false;
 	}
 	line[len] = '\0';
-	password = malloc(len + 1);	/* extra is malloc'd: the GUC code frees it */
+	password = redlock_guc_malloc(len + 1);
 	if (password == NULL)
 	{
 		explicit_bzero(line, sizeof(line));
-		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
-		GUC_check_errdetail("Out of memory.");
-		return false;
+		return extra_out_of_memory();
 	}
 	memcpy(password, line, len + 1);
 	explicit_bzero(line, sizeof(line));
