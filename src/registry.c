@@ -966,7 +966,7 @@ redlock_registry_wait_end(void)
  *		nobody else is woken.
  *		direct: the release was made in this cluster and has just completed (not an
  *		announcement): the counter also gains REDLOCK_WAKEUP_DIRECT, and the waiter
- *		retries without jitter (see redlock_quorum_acquire).
+ *		retries without jitter (see retry_sleep in quorum.c).
  *		Returns how many were woken (0 or 1).  Raises nothing.
  */
 int
