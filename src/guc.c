@@ -8,7 +8,7 @@
  * not point locks at another Redis or weaken them.  Timeouts and retry pacing only
  * steer the caller's own waits, so anyone may set them.
  *
- * Changing the servers, credentials or database bumps redlock_connection_generation;
+ * Changing the servers, credentials, database or quorum bumps redlock_connection_generation;
  * node.c compares it on its next use and switches to the node set of the new
  * configuration.  Assign hooks run on every reload (SIGHUP) whether or not the value
  * changed, so they bump it only when the value really differs from the one in force;
@@ -44,6 +44,7 @@ int			redlock_commit_margin_ms = 100;
 bool		redlock_auto_extend = false;
 bool		redlock_cancel_on_loss = true;
 int			redlock_max_auto_extended_locks = 1000;
+int			redlock_quorum = 0;
 
 static char *servers_setting = NULL;
 
@@ -212,6 +213,65 @@ redlock_effective_password(void)
 	return redlock_password ? redlock_password : "";
 }
 
+/*
+ * Validates redlock.quorum against the masters redlock.servers lists now: 0 (a
+ * majority), or more than half of them and at most all.  A later change of
+ * redlock.servers is checked where locks are taken (redlock_quorum_problem).
+ */
+static bool
+check_quorum(int *newval, void **extra pg_attribute_unused(),
+			 GucSource source pg_attribute_unused())
+{
+	int			count = redlock_server_list ? redlock_server_list->count : 0;
+	const char *problem = count > 0 ? redlock_quorum_problem(*newval, count) : NULL;
+
+	if (problem == NULL)
+		return true;
+	GUC_check_errdetail("%s", problem);
+	GUC_check_errhint("Set it from %d to %d, or to 0 for a majority.", count / 2 + 1, count);
+	return false;
+}
+
+/* The quorum is part of a lock's configuration: locks taken under another are lost. */
+static void
+assign_quorum(int newval, void *extra pg_attribute_unused())
+{
+	if (newval != redlock_quorum)
+		redlock_connection_generation++;
+}
+
+/*
+ * redlock_quorum_for
+ *		Returns how many of count masters must accept for a lock to be held under the
+ *		quorum setting setting (redlock.quorum: 0 for a majority, count / 2 + 1).
+ *		Raises nothing.
+ */
+int
+redlock_quorum_for(int setting, int count)
+{
+	return setting == 0 ? count / 2 + 1 : setting;
+}
+
+/*
+ * redlock_quorum_problem
+ *		Returns why a quorum setting (redlock.quorum) cannot serve count masters, as an
+ *		errdetail sentence, or NULL when it can: 0, or more than half and at most all of
+ *		them.  Raises nothing (the text is static, or palloc'd).
+ */
+const char *
+redlock_quorum_problem(int setting, int count)
+{
+	if (setting == 0)
+		return NULL;
+	if (setting > count)
+		return psprintf("redlock.quorum is %d, but redlock.servers lists %d masters.",
+						setting, count);
+	if (setting <= count / 2)
+		return psprintf("redlock.quorum is %d of %d masters, not a majority: two clients could each hold the lock.",
+						setting, count);
+	return NULL;
+}
+
 static void
 assign_database(int newval, void *extra pg_attribute_unused())
 {
@@ -338,6 +398,17 @@ RedlockGucInit(void)
 							PGC_SUSET,
 							0,
 							NULL, assign_database, NULL);
+
+	/* After redlock.servers, so that its check sees the masters at server start. */
+	DefineCustomIntVariable("redlock.quorum",
+							"Redis masters that must accept a lock, an extension or a fencing token.",
+							"0 means a majority. More than a majority tolerates masters with bad "
+							"clocks, but fewer masters down.",
+							&redlock_quorum,
+							0, 0, REDLOCK_MAX_NODES,
+							PGC_SUSET,
+							0,
+							check_quorum, assign_quorum, NULL);
 
 	DefineCustomIntVariable("redlock.commit_margin",
 							"Validity time a transaction-scoped lock must have left when its transaction commits.",

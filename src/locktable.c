@@ -88,6 +88,7 @@ typedef struct HeldLock
 	PendingHold *pending;		/* holds added in the current transaction */
 	RedlockRegistryHandle reg;	/* auto-extended: its registry entry; index -1: not */
 	bool		cancel_explained;	/* the worker's cancel for it was reported */
+	int64		fence;			/* its fencing token (fence.c), 0 before one is taken */
 } HeldLock;
 
 /* A transaction-scoped hold on a lock that was found lost. */
@@ -537,6 +538,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		redlock_nodeset_pin(set);
 		pfree(lock->key);
 		lock->key = make_key(resource, NULL);
+		lock->fence = 0;		/* a new hold, a new fencing token */
 	}
 
 	hold_add(lock, scope);
@@ -677,6 +679,77 @@ redlock_lock_extend(const char *resource, int ttl_ms, RedlockResult *result)
 	if (status == REDLOCK_LOST)
 		lock_forget(lock);
 	return status;
+}
+
+/*
+ * redlock_lock_fencing_token
+ *		The fencing token of a lock this backend holds, at either scope (doc/redlock.md
+ *		§9): taken from the masters on the first call of a hold, the same number for
+ *		the rest of it (stacking and extending keep it; a lock found lost and acquired
+ *		again gets a new one).
+ *
+ * fence: set to the token when REDLOCK_HELD is returned.
+ * cause: set when REDLOCK_LOST is returned: REDLOCK_LOSS_EXPIRED (validity ran out,
+ *		or the background worker gave up on it: the lock stays in the table, as any
+ *		expired lock does), REDLOCK_LOSS_RECONFIGURED or REDLOCK_LOSS_TOKEN_GONE (the
+ *		masters no longer hold its token: let go of and forgotten, as an extend that
+ *		finds it lost does).
+ * result: the quorum outcome of the rounds, when the masters were asked.
+ *
+ * Returns REDLOCK_NOT_HELD, REDLOCK_HELD, REDLOCK_LOST, or REDLOCK_FAILED (fewer than a
+ * quorum answered; the lock is kept).  Raises what an interrupted network wait raises.
+ */
+RedlockHoldStatus
+redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause *cause,
+						   RedlockResult *result)
+{
+	HeldLock   *lock = lock_find(resource);
+	TimestampTz now = GetCurrentTimestamp();
+	int64		floor;
+
+	memset(result, 0, sizeof(*result));
+	*cause = REDLOCK_LOSS_NONE;
+	if (lock == NULL || !lock->acquired || lock->releasing)
+		return REDLOCK_NOT_HELD;
+	if (lock_reconfigured(lock))
+	{
+		lock_let_go(lock);
+		lock_forget(lock);
+		*cause = REDLOCK_LOSS_RECONFIGURED;
+		return REDLOCK_LOST;
+	}
+	if (lock_validity_left(lock) <= 0)
+	{
+		*cause = REDLOCK_LOSS_EXPIRED;
+		return REDLOCK_LOST;
+	}
+	if (lock->fence != 0)
+	{
+		*fence = lock->fence;
+		return REDLOCK_HELD;
+	}
+
+	/* The floor: whole seconds since the Unix epoch, times 10^6. */
+	floor = (now / USECS_PER_SEC +
+			 (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY) * USECS_PER_SEC;
+	redlock_quorum_fence(lock->set, lock->key, lock->token, floor,
+						 redlock_clock_ms() + lock_validity_left(lock), fence, result);
+	if (result->status == REDLOCK_OK)
+	{
+		lock->fence = *fence;
+		return REDLOCK_HELD;
+	}
+	if (result->status == REDLOCK_UNAVAILABLE)
+		return REDLOCK_FAILED;
+	if (lock_validity_left(lock) <= 0)
+	{
+		*cause = REDLOCK_LOSS_EXPIRED;
+		return REDLOCK_LOST;
+	}
+	lock_let_go(lock);
+	lock_forget(lock);
+	*cause = REDLOCK_LOSS_TOKEN_GONE;
+	return REDLOCK_LOST;
 }
 
 /*

@@ -127,6 +127,7 @@ struct RedlockNodeSet
 	char	   *username;		/* "" for none */
 	char	   *password;		/* "" for none */
 	int			database;
+	int			quorum;			/* masters that must accept (redlock.quorum applied) */
 	int			pins;			/* locks taken on this set */
 	MemoryContext context;		/* this struct, nodes, owed rings and arguments */
 	RedlockNodeSet *next;		/* in all_sets */
@@ -168,7 +169,7 @@ static uint64 current_generation = 0;
 static uint64 call_counter = 0;
 
 /* The scripts every connection loads in its handshake. */
-#define REDLOCK_MAX_SCRIPTS 4
+#define REDLOCK_MAX_SCRIPTS 8
 static RedlockScript *scripts[REDLOCK_MAX_SCRIPTS];
 static int	script_count = 0;
 
@@ -387,6 +388,7 @@ typedef struct SetConfig
 	const char *username;
 	const char *password;
 	int			database;
+	int			quorum;			/* redlock.quorum: 0 for a majority */
 } SetConfig;
 
 /* True when set was built for config. */
@@ -396,6 +398,7 @@ set_matches(const RedlockNodeSet *set, const SetConfig *config)
 	int			count = config->list ? config->list->count : 0;
 
 	if (set->count != count || set->database != config->database ||
+		set->quorum != redlock_quorum_for(config->quorum, count) ||
 		strcmp(set->username, config->username) != 0 ||
 		strcmp(set->password, config->password) != 0)
 		return false;
@@ -426,6 +429,7 @@ set_find_or_build(const SetConfig *config)
 	set->username = MemoryContextStrdup(context, config->username);
 	set->password = MemoryContextStrdup(context, config->password);
 	set->database = config->database;
+	set->quorum = redlock_quorum_for(config->quorum, set->count);
 	for (int i = 0; i < set->count; i++)
 	{
 		RedlockNode *node = &set->nodes[i];
@@ -442,7 +446,7 @@ set_find_or_build(const SetConfig *config)
 /*
  * redlock_nodeset_current
  *		Returns the node set of the configuration in force (redlock.servers, username,
- *		password, database), building it when the configuration changed and no set of
+ *		password, database, quorum), building it when the configuration changed and no set of
  *		it exists yet.  The previous current set is freed unless a lock pins it.  Raises
  *		only out-of-memory errors.
  */
@@ -459,6 +463,7 @@ redlock_nodeset_current(void)
 	config.username = redlock_username ? redlock_username : "";
 	config.password = redlock_effective_password();
 	config.database = redlock_database;
+	config.quorum = redlock_quorum;
 	current_set = set_find_or_build(&config);
 	current_generation = redlock_connection_generation;
 	if (previous && previous != current_set)
@@ -471,13 +476,14 @@ redlock_nodeset_current(void)
  *		Returns a node set for an explicit configuration (the background worker renews
  *		locks under the configuration each was taken with), pinned: the caller unpins it
  *		when done.  list: the masters (may be NULL: none); username, password: "" for
- *		none; database: the Redis database number.  Raises only out-of-memory errors.
+ *		none; database: the Redis database number; quorum: the redlock.quorum setting
+ *		(0 for a majority).  Raises only out-of-memory errors.
  */
 RedlockNodeSet *
 redlock_nodeset_for(const RedlockServerList *list, const char *username,
-					const char *password, int database)
+					const char *password, int database, int quorum)
 {
-	SetConfig	config = {list, username, password, database};
+	SetConfig	config = {list, username, password, database, quorum};
 	RedlockNodeSet *set = set_find_or_build(&config);
 
 	redlock_nodeset_pin(set);
@@ -512,6 +518,17 @@ int
 redlock_nodeset_size(const RedlockNodeSet *set)
 {
 	return set->count;
+}
+
+/*
+ * redlock_nodeset_quorum
+ *		Returns how many masters of set must accept for a lock to be held: a majority,
+ *		or what redlock.quorum said when the set was built.  Raises nothing.
+ */
+int
+redlock_nodeset_quorum(const RedlockNodeSet *set)
+{
+	return set->quorum;
 }
 
 /*
@@ -652,7 +669,7 @@ node_append(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
 
 /*
  * Appends a command for call_id: argv as it is, or, with a script, EVALSHA (EVAL when
- * asked for or no SHA-1 is known) of the script with one key, argv[0].
+ * asked for or no SHA-1 is known) of the script with its keys first in argv.
  */
 static bool
 node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
@@ -672,7 +689,7 @@ node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
 		full[n] = eval ? script->body : script->sha1;
 		fulllen[n] = strlen(full[n]);
 		n++;
-		full[n] = "1";
+		full[n] = script->nkeys == 2 ? "2" : "1";
 		fulllen[n] = 1;
 		n++;
 	}

@@ -117,7 +117,7 @@ result_init(RedlockNodeSet *set, RedlockResult *result)
 	redlock_script_register(&extend_script);
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_nodeset_size(set);
-	result->quorum = result->node_count / 2 + 1;
+	result->quorum = redlock_nodeset_quorum(set);
 }
 
 /* A SET NX reply that granted the lock. */
@@ -219,9 +219,14 @@ debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
 	pfree(buf.data);
 }
 
-/* "node: error" lines for the nodes that did not answer, or NULL when all did. */
-static char *
-collect_node_errors(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int n)
+/*
+ * redlock_node_errors
+ *		Returns "node: error" lines (palloc'd) for the nodes of set whose outcome (of n)
+ *		failed, for an errdetail, or NULL when all answered.  Raises nothing but
+ *		out-of-memory errors.
+ */
+char *
+redlock_node_errors(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int n)
 {
 	StringInfoData buf;
 
@@ -531,7 +536,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 
 		result->status = answered < result->quorum ? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
 		if (result->status == REDLOCK_UNAVAILABLE)
-			result->node_errors = collect_node_errors(set, outcomes, result->node_count);
+			result->node_errors = redlock_node_errors(set, outcomes, result->node_count);
 
 		/*
 		 * Spec §3 step 5: undo on every master at once, including those that did not
@@ -603,7 +608,7 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 		redlock_stats_count(REDLOCK_STAT_RELEASED);
 		count_integer_replies(mine, result);
 		result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
-		result->node_errors = collect_node_errors(set, mine, count);
+		result->node_errors = redlock_node_errors(set, mine, count);
 	}
 	pfree(outcomes);
 	pfree(commands);
@@ -689,7 +694,7 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 			 * free a lock that a quorum still grants us.
 			 */
 			result->status = REDLOCK_UNAVAILABLE;
-			result->node_errors = collect_node_errors(set, mine, count);
+			result->node_errors = redlock_node_errors(set, mine, count);
 		}
 	}
 	pfree(outcomes);

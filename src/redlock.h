@@ -67,6 +67,7 @@ extern int	redlock_commit_margin_ms;
 extern bool redlock_auto_extend;
 extern bool redlock_cancel_on_loss;
 extern int	redlock_max_auto_extended_locks;
+extern int	redlock_quorum;
 extern const RedlockServerList *redlock_server_list;
 extern uint64 redlock_connection_generation;
 
@@ -76,6 +77,8 @@ extern uint64 redlock_connection_generation;
 extern void RedlockGucInit(void);
 extern const char *redlock_servers_text(void);
 extern const char *redlock_effective_password(void);
+extern int	redlock_quorum_for(int setting, int count);
+extern const char *redlock_quorum_problem(int setting, int count);
 
 /* ---- the clock: clock.c (a leaf) ---- */
 
@@ -112,7 +115,8 @@ redlock_outcome_failed(const RedlockNodeOutcome *outcome)
 }
 
 /*
- * A Lua script run with EVALSHA, and with EVAL on a node that answers NOSCRIPT.
+ * A Lua script run with EVALSHA, and with EVAL on a node that answers NOSCRIPT, with
+ * nkeys keys.
  * redeliver: running it again, or late, is harmless (a release conditioned on our
  * token), so a command of it that a closed connection may not have delivered is sent
  * again on the master's next connection.
@@ -120,6 +124,7 @@ redlock_outcome_failed(const RedlockNodeOutcome *outcome)
 typedef struct RedlockScript
 {
 	const char *body;
+	int			nkeys;			/* keys first in a command's argv: 1 (or 0), or 2 */
 	bool		redeliver;
 	char		sha1[41];		/* hex SHA-1 of body, or "" (then EVAL is used) */
 } RedlockScript;
@@ -128,7 +133,7 @@ typedef struct RedlockScript
 
 /*
  * One command, sent to every node.  Without a script, argv is the whole command.  With
- * one, argv is one key followed by the script's arguments.
+ * one, argv is the script's keys (script->nkeys) followed by its arguments.
  *
  * need and accept say when to stop waiting: once need nodes gave a reply that accept
  * approves, or once that cannot happen any more and it is also certain whether need
@@ -153,10 +158,11 @@ extern void redlock_script_register(RedlockScript *script);
 extern RedlockNodeSet *redlock_nodeset_current(void);
 extern RedlockNodeSet *redlock_nodeset_for(const RedlockServerList *list,
 										   const char *username, const char *password,
-										   int database);
+										   int database, int quorum);
 extern void redlock_nodeset_pin(RedlockNodeSet *set);
 extern void redlock_nodeset_unpin(RedlockNodeSet *set);
 extern int	redlock_nodeset_size(const RedlockNodeSet *set);
+extern int	redlock_nodeset_quorum(const RedlockNodeSet *set);
 extern const char *redlock_node_name(const RedlockNodeSet *set, int node);
 extern void redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands,
 							  int ncommands, bool cleanup, RedlockNodeOutcome *outcomes);
@@ -225,7 +231,7 @@ typedef struct RedlockResult
 {
 	RedlockStatus status;
 	int			node_count;		/* nodes configured */
-	int			quorum;			/* node_count / 2 + 1 */
+	int			quorum;			/* masters that must accept (redlock_nodeset_quorum) */
 	int			accepted;		/* nodes that said yes (set, deleted, extended) */
 	int			answered;		/* nodes that replied at all */
 	int			failed;			/* nodes that failed (no reply, or an error reply) */
@@ -255,11 +261,22 @@ extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *t
 extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 										int n, bool wait_all, bool cleanup,
 										RedlockResult *results);
+extern char *redlock_node_errors(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes,
+								int n);
 extern void redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token,
 								  int ttl_ms, RedlockResult *result);
 extern void redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 									   const int *ttls_ms, int n, bool renewal,
 									   RedlockResult *results);
+
+/* ---- fencing tokens: fence.c, beside quorum.c ---- */
+
+/* How long a fencing counter lives after the last token taken from it: 30 days. */
+#define REDLOCK_FENCE_COUNTER_TTL_MS	INT64CONST(2592000000)
+
+extern void redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
+								 int64 floor, double valid_until_ms, int64 *fence,
+								 RedlockResult *result);
 
 /* ---- shared registry of auto-extended locks: registry.c ---- */
 
@@ -324,6 +341,7 @@ typedef struct RedlockRenewalOutcome
 typedef struct RedlockRegistryConfig
 {
 	int			database;
+	int			quorum;			/* redlock.quorum: 0 for a majority */
 	char		servers[8192];
 	char		username[256];
 	char		password[256];
@@ -432,6 +450,18 @@ extern RedlockHoldStatus redlock_lock_release(const char *resource,
 											  RedlockReleaseInfo *info);
 extern RedlockHoldStatus redlock_lock_extend(const char *resource, int ttl_ms,
 											 RedlockResult *result);
+/* Why redlock_lock_fencing_token found a lock lost. */
+typedef enum RedlockLossCause
+{
+	REDLOCK_LOSS_NONE,
+	REDLOCK_LOSS_EXPIRED,		/* validity ran out (or the worker gave up on it) */
+	REDLOCK_LOSS_RECONFIGURED,	/* taken under a configuration no longer in force */
+	REDLOCK_LOSS_TOKEN_GONE		/* too few masters hold its token any more */
+} RedlockLossCause;
+
+extern RedlockHoldStatus redlock_lock_fencing_token(const char *resource, int64 *fence,
+													RedlockLossCause *cause,
+													RedlockResult *result);
 extern int	redlock_lock_release_session(RedlockReleaseReport report);
 extern int	redlock_lock_list(RedlockLockInfo **locks);
 extern bool redlock_lock_xact_pending(void);

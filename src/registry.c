@@ -69,7 +69,7 @@ typedef struct RegistryConfig
 {
 	int			refs;			/* entries using it; 0: free */
 	uint32		generation;		/* bumped when the slot is reused */
-	RedlockRegistryConfig c;	/* servers, credentials, database */
+	RedlockRegistryConfig c;	/* servers, credentials, database, quorum */
 } RegistryConfig;
 
 /* One auto-extended lock.  Beyond state and generation, fields mean nothing when free. */
@@ -252,7 +252,8 @@ config_acquire(void)
 				free_slot = i;
 			continue;
 		}
-		if (c->c.database == redlock_database && strcmp(c->c.servers, servers) == 0 &&
+		if (c->c.database == redlock_database && c->c.quorum == redlock_quorum &&
+			strcmp(c->c.servers, servers) == 0 &&
 			strcmp(c->c.username, username) == 0 && strcmp(c->c.password, password) == 0)
 		{
 			c->refs++;
@@ -266,6 +267,7 @@ config_acquire(void)
 		c->refs = 1;
 		c->generation++;
 		c->c.database = redlock_database;
+		c->c.quorum = redlock_quorum;
 		strlcpy(c->c.servers, servers, sizeof(c->c.servers));
 		strlcpy(c->c.username, username, sizeof(c->c.username));
 		strlcpy(c->c.password, password, sizeof(c->c.password));

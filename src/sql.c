@@ -102,15 +102,28 @@ arg_wait(FunctionCallInfo fcinfo, int argno)
 	return wait_ms;
 }
 
-/* Refuses to take a lock while redlock.servers lists no master. */
+/*
+ * Refuses to take a lock while redlock.servers lists no master, or while redlock.quorum
+ * does not fit the masters it lists (redlock.servers changed after it was set).
+ */
 static void
 require_servers(void)
 {
+	const char *problem;
+
 	if (redlock_server_list == NULL || redlock_server_list->count == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("no Redis masters are configured"),
 				 errhint("Set redlock.servers to the masters' host:port items, for example in postgresql.conf.")));
+	problem = redlock_quorum_problem(redlock_quorum, redlock_server_list->count);
+	if (problem)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("redlock.quorum does not fit redlock.servers"),
+				 errdetail("%s", problem),
+				 errhint("Set redlock.quorum from %d to %d, or to 0 for a majority.",
+						 redlock_server_list->count / 2 + 1, redlock_server_list->count)));
 }
 
 /* Locks live in this backend: a parallel worker's would vanish with it. */
@@ -367,6 +380,65 @@ redlock_extend(PG_FUNCTION_ARGS)
 			break;
 	}
 	PG_RETURN_BOOL(false);
+}
+
+/*
+ * redlock_fencing_token(resource text) RETURNS bigint
+ *
+ * The fencing token of a lock this session holds, at either scope (doc/redlock.md §9):
+ * a number larger than the token of every earlier holder of resource, so that a
+ * guarded write can refuse one that comes from an older hold (README, "Fencing
+ * tokens").  The first call of a hold takes it from a quorum of the masters (two
+ * round trips); later calls return the same number while the lock is valid.
+ * Errors: 22004 NULL resource; 22023 bad resource; 25000 in a parallel worker; 55000
+ * not held by this session; 55P03 lost (validity ran out, the masters no longer hold
+ * its token, or the configuration changed; in the last two cases it is forgotten);
+ * 08006 fewer than a quorum of masters answered (the lock is kept).
+ */
+PG_FUNCTION_INFO_V1(redlock_fencing_token);
+Datum
+redlock_fencing_token(PG_FUNCTION_ARGS)
+{
+	char	   *resource = arg_resource(fcinfo, 0);
+	int64		fence = 0;
+	RedlockLossCause cause;
+	RedlockResult result;
+
+	refuse_parallel_mode();
+	switch (redlock_lock_fencing_token(resource, &fence, &cause, &result))
+	{
+		case REDLOCK_HELD:
+			PG_RETURN_INT64(fence);
+		case REDLOCK_NOT_HELD:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("lock on resource \"%s\" is not held by this session", resource),
+					 errhint("Take it with redlock_acquire() or redlock_xact_acquire() first.")));
+			break;
+		case REDLOCK_LOST:
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("lock on resource \"%s\" was lost", resource),
+					 cause == REDLOCK_LOSS_EXPIRED
+					 ? errdetail("Its validity time ran out, so another client may hold it.")
+					 : cause == REDLOCK_LOSS_RECONFIGURED
+					 ? errdetail("The redlock configuration changed since it was acquired.")
+					 : errdetail("%d of %d Redis masters no longer hold this session's token.",
+								 result.answered - result.accepted, result.node_count),
+					 errhint("Stop the work it guards; acquire it again for a new token.")));
+			break;
+		case REDLOCK_FAILED:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not take a fencing token for resource \"%s\": %d of %d Redis masters answered, %d needed",
+							resource, result.answered, result.node_count, result.quorum),
+					 redlock_errdetail_nodes(&result),
+					 errhint("The lock is kept; the call may be repeated.")));
+			break;
+		default:
+			break;
+	}
+	PG_RETURN_NULL();
 }
 
 /*

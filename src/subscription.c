@@ -157,7 +157,7 @@ announce(const char *key, size_t len)
 		a->count = 0;
 		a->first_ms = now;
 	}
-	if (++a->count == nsubs / 2 + 1)
+	if (++a->count == Min(redlock_quorum_for(redlock_quorum, nsubs), nsubs))
 		(void) redlock_registry_wake(key, len, false);
 }
 
