@@ -430,8 +430,8 @@ redlock_fencing_token(PG_FUNCTION_ARGS)
 		case REDLOCK_FAILED:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not take a fencing token for resource \"%s\": %d of %d Redis masters answered, %d needed",
-							resource, result.answered, result.node_count, result.quorum),
+					 errmsg("could not take a fencing token for resource \"%s\": %d of %d Redis masters answered with the lock's token, %d needed",
+							resource, result.accepted, result.node_count, result.quorum),
 					 redlock_errdetail_nodes(&result),
 					 errhint("The lock is kept; the call may be repeated.")));
 			break;

@@ -1,0 +1,182 @@
+# Fencing tokens (redlock_fencing_token, doc/redlock.md §9) and redlock.quorum: tokens
+# grow from holder to holder and stay fixed for a hold; the counters live on the masters
+# under their own keys; a lost lock (token gone, validity run out) gets no token; fewer
+# than a quorum answering is 08006; and the guarded write of README's pattern refuses a
+# holder paused past its validity (SIGSTOP of its backend), on a table of another
+# cluster reached through postgres_fdw.  A quorum of 4 of 5 is needed where set.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my $node = RedisMasters::redlock_node('fencing', $redis, "redlock.timeout = 200ms\n");
+my $s1 = session($node);
+my $s2 = session($node);
+my ($out, $err);
+
+# The counter key: the byte 0xFF, "fence:", then the lock's key.
+sub counter_key { return "\xff" . 'fence:' . $_[0]; }
+
+# --- tokens grow from holder to holder, fixed for a hold ---
+
+($out) = sql($s1, "SELECT redlock_acquire('fence-a', 10000)");
+is($out, 't', 's1 acquires');
+my ($t1) = sql($s1, "SELECT redlock_fencing_token('fence-a')");
+like($t1, qr/^\d{16}$/, "s1 gets a token ($t1)");
+cmp_ok($t1, '>=', (time() - 60) * 1_000_000, 'the token is at least the clock floor');
+my @counters = grep { $_ eq $t1 } $redis->redis_all('GET', counter_key('fence-a'));
+cmp_ok(scalar @counters, '>=', 3, 'a quorum of masters holds the token in the counter key');
+my @pttl = grep { $_ =~ /^\d+$/ && $_ > 29 * 86_400_000 } $redis->redis_all('PTTL', counter_key('fence-a'));
+cmp_ok(scalar @pttl, '>=', 3, 'the counter lives 30 days after the last token');
+($out) = sql($s1, "SELECT redlock_extend('fence-a', 20000), redlock_acquire('fence-a', 10000)");
+is($out, 't|t', 'extend and stack');
+($out) = sql($s1, "SELECT redlock_fencing_token('fence-a')");
+is($out, $t1, 'the token stays the same across extend and stacking');
+sql($s1, "SELECT redlock_release('fence-a'), redlock_release('fence-a')");
+
+($out) = sql($s2, "SELECT redlock_acquire('fence-a', 10000)");
+is($out, 't', 's2 acquires after s1 released');
+my ($t2) = sql($s2, "SELECT redlock_fencing_token('fence-a')");
+cmp_ok($t2, '>', $t1, "s2's token is larger ($t2 > $t1)");
+sql($s2, "SELECT redlock_release('fence-a')");
+
+# A counter above the floor (another cluster's clock ahead, or many tokens in a second)
+# is counted up from.
+my $ahead = $t2 + 5_000_000;
+$redis->redis_all('SET', counter_key('fence-a'), $ahead);
+sql($s1, "SELECT redlock_acquire('fence-a', 10000)");
+($out) = sql($s1, "SELECT redlock_fencing_token('fence-a')");
+is($out, $ahead + 1, 'a counter ahead of the clock is counted up from');
+sql($s1, "SELECT redlock_release('fence-a')");
+
+# A counter that is not a number is an error reply from the masters that hold it.
+$redis->redis_all('SET', counter_key('fence-junk'), 'junk');
+sql($s1, "SELECT redlock_acquire('fence-junk', 10000)");
+($out, $err) = sql($s1, "SELECT redlock_fencing_token('fence-junk')");
+like($err, qr/08006.*fencing counter is not a number/s,
+	'a counter that is not a number: 08006 naming the masters\' error');
+sql($s1, "SELECT redlock_release('fence-junk')");
+
+# --- lost locks get no token ---
+
+sql($s1, "SELECT redlock_acquire('fence-gone', 30000)");
+$redis->redis_cli($_, 'DEL', 'fence-gone') for 0 .. 2;
+($out, $err) = sql($s1, "SELECT redlock_fencing_token('fence-gone')");
+like($err, qr/55P03.*lock on resource "fence-gone" was lost.*3 of 5 Redis masters no longer hold/s,
+	'token gone from 3 masters: 55P03 naming them');
+($out) = sql($s1, "SELECT count(*) FROM redlock_locks() WHERE resource = 'fence-gone'");
+is($out, '0', '... and the lock is forgotten');
+is($redis->holding('fence-gone', 0), 0, '... and let go of on the other masters');
+
+# --- fewer than a quorum answering: 08006, the lock kept ---
+
+sql($s1, "SELECT redlock_acquire('fence-frozen', 30000)");
+$redis->stop($_) for 0 .. 2;
+($out, $err) = sql($s1, "SELECT redlock_fencing_token('fence-frozen')");
+$redis->cont($_) for 0 .. 2;
+like($err, qr/08006.*could not take a fencing token for resource "fence-frozen": 2 of 5 Redis masters answered with the lock's token, 3 needed/s,
+	'3 masters frozen: 08006');
+($out) = sql($s1, "SELECT redlock_fencing_token('fence-frozen') > 0");
+is($out, 't', '... the lock is kept, and a token comes once they answer');
+sql($s1, "SELECT redlock_release('fence-frozen')");
+
+# --- the guarded write: a holder paused past its validity is refused ---
+
+my $store = PostgreSQL::Test::Cluster->new('store');
+$store->init;
+$store->start;
+$store->safe_psql('postgres',
+	"CREATE TABLE billing (id int PRIMARY KEY, fence bigint NOT NULL, note text);"
+	  . " INSERT INTO billing VALUES (1, 0, 'initial')");
+my ($host, $port) = ($store->host, $store->port);
+$node->safe_psql('postgres', qq{
+CREATE EXTENSION postgres_fdw;
+CREATE SERVER store FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '$host', port '$port', dbname 'postgres');
+CREATE USER MAPPING FOR CURRENT_USER SERVER store;
+CREATE FOREIGN TABLE billing (id int, fence bigint, note text) SERVER store;
+});
+
+# The pattern: the token goes into the row, and the row is written only while its
+# fence is not above it.
+sub guarded_write
+{
+	my ($s, $note) = @_;
+	return sql($s, qq{
+WITH t AS (SELECT redlock_fencing_token('billing') AS token)
+UPDATE billing SET fence = t.token, note = '$note' FROM t
+ WHERE id = 1 AND fence <= t.token RETURNING 1});
+}
+
+($out) = sql($s1, "SELECT redlock_acquire('billing', 1000)");
+is($out, 't', 'holder 1 acquires billing, TTL 1 s');
+($out) = guarded_write($s1, 'holder 1, first write');
+is($out, '1', 'holder 1 writes through postgres_fdw with its token');
+my ($tok1) = sql($s1, "SELECT redlock_fencing_token('billing')");
+
+# Holder 1 prepares its second write, then its backend is paused past the validity.
+$s1->query("BEGIN");
+$s1->query("CREATE TEMP TABLE my_token AS SELECT redlock_fencing_token('billing') AS token");
+my $pid1 = $s1->pid;
+kill 'STOP', $pid1;
+$s1->start(qq{UPDATE billing SET fence = (SELECT token FROM my_token), note = 'holder 1, late'
+ WHERE id = 1 AND fence <= (SELECT token FROM my_token) RETURNING 1});
+
+($out) = sql($s2, "SELECT redlock_acquire('billing', 5000, 5000)");
+is($out, 't', 'holder 2 acquires once holder 1\'s keys expired');
+($out) = guarded_write($s2, 'holder 2');
+is($out, '1', 'holder 2 writes with its token');
+my ($tok2) = sql($s2, "SELECT redlock_fencing_token('billing')");
+cmp_ok($tok2, '>', $tok1, 'holder 2\'s token is larger');
+
+kill 'CONT', $pid1;
+($out) = $s1->finish;
+is($out, '', 'holder 1, resumed, writes with its old token: refused (0 rows)');
+$s1->query("COMMIT");
+($out) = $store->safe_psql('postgres', "SELECT note, fence FROM billing");
+is($out, "holder 2|$tok2", 'the row holds holder 2\'s write');
+($out, $err) = sql($s1, "SELECT redlock_fencing_token('billing')");
+like($err, qr/55P03.*was lost.*validity time ran out/s,
+	'holder 1 asks for its token again: 55P03, validity ran out');
+# Control: the same late write without the fence goes through.
+($out) = sql($s1, "UPDATE billing SET note = 'unguarded late write' WHERE id = 1 RETURNING 1");
+is($out, '1', 'control: without the fence condition the stale write lands');
+sql($s1, "SELECT redlock_release('billing')");
+sql($s2, "SELECT redlock_release('billing')");
+
+# --- redlock.quorum = 4 of 5 ---
+
+$node->safe_psql('postgres', "LOAD 'redlock'; ALTER SYSTEM SET redlock.quorum = 4; SELECT pg_reload_conf()");
+my $s3 = session($node);
+$redis->kill9(0);
+($out) = sql($s3, "SELECT redlock_acquire('quorum-4', 10000)");
+is($out, 't', 'quorum 4: acquired with 1 of 5 masters down');
+($out) = sql($s3, "SELECT nodes FROM redlock_locks() WHERE resource = 'quorum-4'");
+is($out, '4', '... on 4 masters');
+$redis->stop(1);
+($out, $err) = sql($s3, "SELECT redlock_acquire('quorum-4b', 10000)");
+like($err, qr/08006.*3 of 5 Redis masters answered, 4 needed/s,
+	'quorum 4: 2 masters down is 08006');
+($out, $err) = sql($s3, "SELECT redlock_fencing_token('quorum-4')");
+like($err, qr/08006.*3 of 5 Redis masters answered with the lock's token, 4 needed/s,
+	'... and so is a token for a lock held before');
+$redis->cont(1);
+($out) = sql($s3, "SELECT redlock_fencing_token('quorum-4') > 0");
+is($out, 't', '... which comes from 4 once a fourth master is back');
+$redis->restart(0);
+sql($s3, "SELECT redlock_release_all()");
+
+# A quorum above the server count is refused at SET time.
+($out, $err) = sql($s3, "SET redlock.quorum = 6");
+like($err, qr/invalid value for parameter "redlock.quorum": 6/, 'quorum 6 of 5 refused');
+
+$_->quit for ($s1, $s2, $s3);
+RedisMasters::no_crash($node);
+$store->stop;
+$node->stop;
+done_testing();
