@@ -151,6 +151,18 @@ sub _delayed_out
 	return $f->{ttl_ms} / 1000 * 1.2 + 0.3;
 }
 
+# The fast-clock runs: Kleppmann's scenario as a new user tried it (issue 11): 12 clients
+# on 3 resources, TTL 400 ms, 300 ms of work, fenced writes.
+my $FAST_CLOCK_RUN = {
+	masters => 'plain',
+	clients => 12,
+	resources => 3,
+	ttl_ms => 400,
+	wait_ms => 200,
+	work_ms => 300,
+	fence => 'fenced',
+};
+
 my $SCENARIOS_REF;
 my %SCENARIOS = (
 	'baseline' => {
@@ -282,6 +294,80 @@ my %SCENARIOS = (
 		ttl_ms => 20,
 		work_ms => 60,
 		expect_violations => 1,
+	},
+
+	# ---- fencing tokens under the faults Kleppmann names (issue 11) ----
+	# Each holder takes its fencing token and writes it at the end of its work
+	# (check_fence judges the tokens and writes).  Where the lock alone cannot keep two
+	# holders apart (a paused holder, a fast clock), the guard's violations are measured,
+	# not judged.
+
+	'fence-baseline' => {
+		desc => 'no fault; holders take a fencing token and write with it',
+		masters => 'plain',
+		fence => 'fenced',
+	},
+	'fence-pause' => {
+		desc => 'holder backends SIGSTOPped past their validity (1.2 x TTL + 0.6 s), 2 at a'
+		  . ' time, then continued: they write late, with their old token',
+		masters => 'plain',
+		work_ms => 100,
+		fence => 'fenced',
+		violations_by_design =>
+		  'a paused holder is still inside when the next holder enters',
+		expect_stale_refused => 1,
+		faults => sub { _pause_holders(@_) },
+	},
+	'unsafe-fence-pause-unfenced' => {
+		desc => 'NEGATIVE CONTROL: fence-pause with writes that do not check the token',
+		masters => 'plain',
+		work_ms => 100,
+		fence => 'unfenced',
+		violations_by_design =>
+		  'a paused holder is still inside when the next holder enters',
+		expect_stale_landed => 1,
+		faults => sub { _pause_holders(@_) },
+	},
+	'fast-clock-1' => {
+		desc => 'the clock of master 0 runs 2x (its keys\' PTTL shortened from outside'
+		  . ' every 20 ms); quorum a majority (3 of 5)',
+		%{ $FAST_CLOCK_RUN },
+		violations_by_design => 'one fast master can let two holders in (measured)',
+		faults => sub { _fast_clock($_[0], 2, 0) },
+	},
+	'fast-clock-2' => {
+		desc => 'NEGATIVE CONTROL of the lock: the clocks of masters 0 and 1 run 2x; quorum'
+		  . ' a majority: the checker must see two holders, the tokens must still hold',
+		%{ $FAST_CLOCK_RUN },
+		expect_violations => 1,
+		faults => sub { _fast_clock($_[0], 2, 0, 1) },
+	},
+	'fast-clock-1-q4' => {
+		desc => 'the clock of master 0 runs 2x; redlock.quorum = 4 of 5',
+		%{ $FAST_CLOCK_RUN },
+		pgoptions => ['redlock.quorum=4'],
+		expect_min_nodes => 4,
+		faults => sub { _fast_clock($_[0], 2, 0) },
+	},
+	'fence-kill-majority-aof' => {
+		desc => 'kill -9 of 3 of 5 masters restarted at once while locks are held,'
+		  . ' appendfsync always; fenced writes',
+		masters => 'aof',
+		ttl_ms => 10000,
+		work_ms => 1000,
+		fence => 'fenced',
+		faults => sub { _majority_restart(@_) },
+	},
+	'unsafe-fence-restart-empty' => {
+		desc => 'NEGATIVE CONTROL: kill -9 of 3 of 5 masters restarted at once without'
+		  . ' persistence while locks are held; fenced writes',
+		masters => 'plain',
+		ttl_ms => 10000,
+		work_ms => 1000,
+		fence => 'fenced',
+		expect_violations => 1,
+		expect_inversions => 1,
+		faults => sub { _majority_restart(@_) },
 	},
 
 	# ---- the edge paths of issue 7 ----
@@ -651,6 +737,30 @@ sub _servers_faults
 	return;
 }
 
+# In a loop: up to 2 holders paused (SIGSTOP) for longer than any validity, then continued.
+sub _pause_holders
+{
+	my ($f) = @_;
+	my $pause = _delayed_out($f) + 0.3;
+	for (my $t = 1.0; $t + $pause + 0.3 < $f->{seconds}; $t += $pause + 0.7)
+	{
+		$f->at($t);
+		$f->pause_holders(2);
+		$f->at($t + $pause);
+		$f->resume_holders;
+	}
+	return;
+}
+
+# The clocks of masters I... run FACTOR times too fast for the whole run.
+sub _fast_clock
+{
+	my ($f, $factor, @i) = @_;
+	$f->fast_clock($factor, @i);
+	$f->every(0.02, $f->{seconds}, sub { $f->fast_clock_tick });
+	return;
+}
+
 # Masters 0, 1 and 2 killed at once and restarted at once, every 2.5 s.
 sub _majority_restart
 {
@@ -803,6 +913,9 @@ sub _job_client_output
 #   idle_ms: the client sleeps (idle backend) after each attempt; pgoptions: more -c
 #   settings for the clients' sessions; fault_ttl_ms: the TTL the fault schedule is told
 #   (default the largest TTL in use).
+#   fence ('fenced' or 'unfenced'): each holder takes its fencing token and writes it to
+#   checker_fence at the end of its work, with or without the fence condition (see
+#   checker.sql and _fence_figures).
 # A long job (checker_job / checker_job_end in checker.sql) when job is set:
 #   job => { xacts, steps, step_ms }: each hold works xacts transactions of steps writes
 #   step_ms apart; the odd-numbered clients swallow a cancel and try to commit.  The
@@ -827,13 +940,15 @@ sub run
 	my $idle = $o{idle_ms} // 0;
 	my $fault_ttl = $o{fault_ttl_ms} // (sort { $b <=> $a } $ttl, grep { defined } @ext)[0];
 	my $job = $o{job};
+	my $fence = $o{fence};
 	(my $prefix = "checker-$name-") =~ s/[^A-Za-z0-9+._-]/_/g;
 
 	$node->safe_psql('postgres', qq{
 TRUNCATE checker_attempts, checker_violations, checker_guard, checker_holds, checker_jobs,
-	checker_writes, checker_losses;
+	checker_writes, checker_losses, checker_fence;
 INSERT INTO checker_guard (resource)
 	SELECT '$prefix' || g FROM generate_series(1, $resources) g;
+INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 });
 	$node->safe_psql('postgres', 'SELECT redlock_stats_reset()') if $job;
 	my $dir = PostgreSQL::Test::Utils::tempdir("checker-$name");
@@ -860,7 +975,8 @@ INSERT INTO checker_guard (resource)
 	}
 	else
 	{
-		$text .= "CALL checker_attempt('$prefix' || :r, $ttl, $wait, $work);\n";
+		$text .= "CALL checker_attempt('$prefix' || :r, $ttl, $wait, $work"
+		  . ($fence ? ", '$fence'" : '') . ");\n";
 	}
 	$text .= "\\sleep $idle ms\n" if $idle;
 	_write_file($script, $text) unless $job;
@@ -950,6 +1066,12 @@ INSERT INTO checker_guard (resource)
 		expect_violations => $o{expect_violations} // 0,
 		expect_no_08006 => $o{expect_no_08006} // 0,
 		expect_no_gave_up => $o{expect_no_gave_up} // 0,
+		violations_by_design => $o{violations_by_design},
+		expect_min_nodes => $o{expect_min_nodes},
+		fence => $fence,
+		expect_inversions => $o{expect_inversions} // 0,
+		expect_stale_landed => $o{expect_stale_landed} // 0,
+		expect_stale_refused => $o{expect_stale_refused} // 0,
 		seconds => $seconds,
 		elapsed => $elapsed,
 		clients => $clients,
@@ -1052,6 +1174,7 @@ FROM checker_violations ORDER BY at})
 	];
 	$r{violations} = scalar @{ $r{violation_rows} };
 	_job_figures($node, $log, $t0, $f, \%r) if $job;
+	_fence_figures($node, $t0, \%r) if $fence;
 	# Why holders gave up (held-lock runs): counts by reason, and the first few with times.
 	$r{gave_up_rows} = [
 		_rows($node, qq{
@@ -1065,6 +1188,58 @@ FROM checker_attempts WHERE gave_up ORDER BY gave_up_at})
 	$r{busy_pct} = $r{attempts} ? 100 * $r{busy} / $r{attempts} : 0;
 	$r{unavailable_pct} = $r{attempts} ? 100 * $r{unavailable} / $r{attempts} : 0;
 	return \%r;
+}
+
+# The figures of a fenced run, into R.  A token is granted when redlock_fencing_token
+# returns; the scheme promises (README "Fencing tokens") that a token granted after
+# another one of the same resource was granted is larger.  So:
+#   inversions: holds B for which a hold A of the same resource got its token before B
+#     asked for one (A's token_t1 < B's token_t0) and A's token >= B's;
+#   token_dups: tokens that two holds of the same resource both got;
+#   stale_landed: writes that landed although a write with a larger token had landed
+#     before (the fence condition refuses them; the unfenced control lets them in);
+#   stale_refused: writes the fence condition refused; late_writes: writes made after
+#     the writer's own validity had run out (paused holders).
+sub _fence_figures
+{
+	my ($node, $t0, $r) = @_;
+	(
+		$r->{tokens}, $r->{token_errors}, $r->{writes}, $r->{stale_refused},
+		$r->{stale_landed}, $r->{late_writes}, $r->{late_refused}
+	  )
+	  = @{
+		(
+			_rows($node, q{
+SELECT count(token), count(token_sqlstate), count(write_at),
+	count(*) FILTER (WHERE NOT write_applied),
+	count(*) FILTER (WHERE write_applied AND write_prev > token),
+	count(*) FILTER (WHERE write_at > valid_until),
+	count(*) FILTER (WHERE write_at > valid_until AND NOT write_applied)
+FROM checker_attempts WHERE outcome = 'acquired'}))[0]
+	  };
+	$r->{token_error_states} = {
+		map { $_->[0] => $_->[1] } _rows($node, q{
+SELECT token_sqlstate, count(*) FROM checker_attempts
+WHERE token_sqlstate IS NOT NULL GROUP BY 1})
+	};
+	$r->{inversion_rows} = [
+		_rows($node, qq{
+SELECT round((extract(epoch FROM b.token_t0) - $t0)::numeric, 3), b.resource, b.pid, b.token,
+	m.pid, m.token, round((extract(epoch FROM b.token_t0 - m.token_t1) * 1000)::numeric, 1)
+FROM checker_attempts b
+CROSS JOIN LATERAL (
+	SELECT a.pid, a.token, a.token_t1 FROM checker_attempts a
+	WHERE a.resource = b.resource AND a.token IS NOT NULL AND a.token_t1 < b.token_t0
+	ORDER BY a.token DESC LIMIT 1) m
+WHERE b.token IS NOT NULL AND m.token >= b.token
+ORDER BY b.token_t0})
+	];
+	$r->{inversions} = scalar @{ $r->{inversion_rows} };
+	my @dups = _rows($node, q{
+SELECT resource, token FROM checker_attempts WHERE token IS NOT NULL
+GROUP BY 1, 2 HAVING count(*) > 1});
+	$r->{token_dups} = @dups;
+	return;
 }
 
 # The figures of a long-job run, into R; its violations replace those of the guard alone.
@@ -1426,8 +1601,11 @@ sub describe
 		my @lines = split /\n/, $r->{pgbench_err};
 		$s .= "   pgbench stderr: $_\n" for @lines[ 0 .. ($#lines < 9 ? $#lines : 9) ];
 	}
-	$s .= sprintf("   VIOLATIONS: %d%s\n",
-		$r->{violations}, $r->{expect_violations} ? ' (negative control: expected > 0)' : '');
+	$s .= _describe_fence($r) if $r->{fence};
+	$s .= sprintf("   VIOLATIONS: %d%s\n", $r->{violations},
+		$r->{expect_violations} ? ' (negative control: expected > 0)'
+		: $r->{violations_by_design} ? " (not judged: $r->{violations_by_design})"
+		:                              '');
 	my $shown = 0;
 	for my $v (@{ $r->{violation_rows} })
 	{
@@ -1455,6 +1633,90 @@ sub describe
 	$s .= "   08006 errors per second: @{ $r->{per_sec_unav} }\n"
 	  if grep { $_ } @{ $r->{per_sec_unav} };
 	return $s;
+}
+
+# The fencing lines of describe.
+sub _describe_fence
+{
+	my ($r) = @_;
+	my $s = sprintf(
+		"   fencing (%s writes): tokens %d, token errors %d%s; writes %d, refused by the"
+		  . " fence %d, stale writes that landed %d; writes after the writer's validity %d"
+		  . " (refused %d)\n",
+		$r->{fence}, $r->{tokens}, $r->{token_errors},
+		%{ $r->{token_error_states} }
+		? ' (' . join(', ', map { "$_ x $r->{token_error_states}{$_}" }
+			  sort keys %{ $r->{token_error_states} }) . ')'
+		: '',
+		$r->{writes}, $r->{stale_refused}, $r->{stale_landed}, $r->{late_writes},
+		$r->{late_refused});
+	$s .= sprintf("   TOKEN INVERSIONS: %d, equal tokens: %d%s\n",
+		$r->{inversions}, $r->{token_dups},
+		$r->{expect_inversions} ? ' (negative control: expected > 0)' : '');
+	my $n = @{ $r->{inversion_rows} } < 10 ? @{ $r->{inversion_rows} } : 10;
+	$s .= sprintf("     +%.3f s %s: pid %s got token %s, %s ms after pid %s got %s\n",
+		@$_[ 0 .. 3, 6, 4, 5 ])
+	  for @{ $r->{inversion_rows} }[ 0 .. $n - 1 ];
+	return $s;
+}
+
+# The header of the fencing table.
+sub fence_table_header
+{
+	my $h = sprintf("%-28s %8s %10s %7s %10s %6s %8s %6s %5s %6s\n", 'scenario', 'acquired',
+		'violations', 'tokens', 'inversions', 'equal', 'refused', 'stale', 'late', 'nodes');
+	return $h . ('-' x (length($h) - 1)) . "\n";
+}
+
+# One line of the fencing table: token inversions (equal tokens taken one after the
+# other count there too), tokens two holds both got, writes refused by the fence, stale
+# writes that landed, writes made after the writer's validity, fewest masters in an
+# acquisition.
+sub fence_table_line
+{
+	my ($r) = @_;
+	return sprintf("%-28s %8d %10d %7d %10d %6d %8d %6d %5d %6d\n", $r->{name},
+		$r->{acquired}, $r->{violations}, $r->{tokens}, $r->{inversions}, $r->{token_dups},
+		$r->{stale_refused}, $r->{stale_landed}, $r->{late_writes}, $r->{min_nodes});
+}
+
+# The Test::More checks of a fenced run R (TAP 013 and run-long): tokens were taken;
+# no inversion and no equal tokens (a negative control: some inversion); no stale write
+# landed (the unfenced control: some did); where holders were paused, some of their late
+# writes were refused; with expect_min_nodes, every acquisition had that many masters.
+sub check_fence
+{
+	my ($r) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $name = $r->{name};
+	Test::More::cmp_ok($r->{tokens}, '>', 0, "$name: fencing tokens were taken");
+	if ($r->{expect_inversions})
+	{
+		Test::More::cmp_ok($r->{inversions} + $r->{token_dups}, '>', 0,
+			"$name (negative control): the checker sees token inversions");
+	}
+	else
+	{
+		Test::More::is($r->{inversions}, 0,
+			"$name: every token is larger than every token granted before it was asked for");
+		Test::More::is($r->{token_dups}, 0, "$name: no two holds got the same token");
+	}
+	if ($r->{expect_stale_landed})
+	{
+		Test::More::cmp_ok($r->{stale_landed}, '>', 0,
+			"$name (negative control): without the fence, stale writes land");
+	}
+	else
+	{
+		Test::More::is($r->{stale_landed}, 0, "$name: no stale write landed");
+	}
+	Test::More::cmp_ok($r->{stale_refused}, '>', 0,
+		"$name: paused holders wrote late and the fence refused them")
+	  if $r->{expect_stale_refused};
+	Test::More::cmp_ok($r->{min_nodes}, '>=', $r->{expect_min_nodes},
+		"$name: every acquisition had at least $r->{expect_min_nodes} masters")
+	  if $r->{expect_min_nodes};
+	return;
 }
 
 # The long-job lines of describe.
@@ -1616,6 +1878,10 @@ sub _state
 	push @parts, scalar(@stopped) . ' stopped' if @stopped;
 	push @parts, $self->{slow} if $self->{slow};
 	push @parts, 'worker stopped' if $self->{worker_stopped};
+	push @parts, scalar(@{ $self->{fast} }) . " fast ($self->{fast_factor}x)"
+	  if @{ $self->{fast} // [] };
+	push @parts, scalar(keys %{ $self->{paused} }) . ' holders paused'
+	  if %{ $self->{paused} // {} };
 	push @parts, 'worker down' if $self->{worker_down};
 	my $state = @parts ? join(' + ', @parts) : 'all up';
 	$state = "$self->{servers_label}: $state" if $self->{servers_label};
@@ -1718,7 +1984,16 @@ sub reload
 
 # Sends one Redis command to master I over a fresh connection, waiting at most 0.5 s for
 # its reply; skips a master that is killed or stopped.  Returns the reply line or undef.
+# Each command sent is counted in the run's fault counts.
 sub redis
+{
+	my ($self, $i, @args) = @_;
+	my $reply = $self->_redis_command($i, @args);
+	$self->{counts}{ join(' ', @args) }++ if defined $reply;
+	return $reply;
+}
+
+sub _redis_command
 {
 	my ($self, $i, @args) = @_;
 	return undef if $self->{down}{$i} || $self->{stopped}{$i};
@@ -1731,8 +2006,88 @@ sub redis
 	my $reply;
 	$reply = <$sock> if $sel->can_read(0.5);
 	close $sock;
-	$self->{counts}{ join(' ', @args) }++ if defined $reply;
 	return $reply;
+}
+
+# SIGSTOPs up to N backends that are inside their critical section (checker_guard), as a
+# GC pause, swapping or a stopped VM would pause a lock holder; resume_holders continues
+# them.  Waits up to 0.5 s for a holder to be inside.  Returns how many it paused.
+sub pause_holders
+{
+	my ($self, $n) = @_;
+	my @pids;
+	for (1 .. 25)
+	{
+		@pids = grep { length } split /\n/, $self->{node}->safe_psql('postgres',
+			"SELECT holder FROM checker_guard WHERE holder IS NOT NULL ORDER BY random() LIMIT $n");
+		last if @pids;
+		Time::HiRes::sleep(0.02);
+	}
+	return 0 unless @pids;
+	CORE::kill('STOP', @pids);
+	$self->{paused}{$_} = 1 for @pids;
+	$self->{counts}{'holders paused'} += @pids;
+	$self->_mark('SIGSTOP holder backend ' . _list(@pids));
+	return scalar @pids;
+}
+
+sub resume_holders
+{
+	my ($self) = @_;
+	my @pids = sort keys %{ $self->{paused} // {} } or return;
+	CORE::kill('CONT', @pids);
+	$self->{paused} = {};
+	$self->_mark('SIGCONT holder backend ' . _list(@pids));
+	return;
+}
+
+# A clock that runs FACTOR times too fast on masters I..., as seen from outside: every
+# fast_clock_tick takes (FACTOR - 1) x the real time since the last tick off the PTTL of
+# every checker key on those masters (deleting a key whose PTTL it reaches), which is what
+# such a clock does to expiry.  Fencing counter keys (0xFF fence:...) are left alone: they
+# live 30 days, which a fast clock shortens by hours at most in a run.
+my $FAST_CLOCK_LUA = <<'LUA';
+local n = 0
+for _, k in ipairs(redis.call('keys', ARGV[1])) do
+	local p = redis.call('pttl', k)
+	if p > 0 then
+		if p <= tonumber(ARGV[2]) then redis.call('del', k)
+		else redis.call('pexpire', k, p - tonumber(ARGV[2])) end
+		n = n + 1
+	end
+end
+return n
+LUA
+
+sub fast_clock
+{
+	my ($self, $factor, @i) = @_;
+	$self->{fast} = [@i];
+	$self->{fast_factor} = $factor;
+	$self->{fast_last} = time;
+	$self->{fast_owed_ms} = 0;
+	$self->_mark("clock of master " . _list(@i) . " runs ${factor}x");
+	return;
+}
+
+sub fast_clock_tick
+{
+	my ($self) = @_;
+	my $now = time;
+	$self->{fast_owed_ms} += ($self->{fast_factor} - 1) * ($now - $self->{fast_last}) * 1000;
+	$self->{fast_last} = $now;
+	my $ms = int($self->{fast_owed_ms});
+	return if $ms < 1;
+	$self->{fast_owed_ms} -= $ms;
+	for my $i (@{ $self->{fast} })
+	{
+		my $reply = $self->_redis_command($i, 'EVAL', $FAST_CLOCK_LUA, 0, 'checker-*', $ms)
+		  // next;
+		die "fast clock on master $i: $reply" unless $reply =~ /^:(\d+)/;
+		$self->{counts}{'keys shortened by a fast clock'} += $1;
+	}
+	$self->{counts}{'fast clock ticks'}++;
+	return;
 }
 
 # Calls CODE every PERIOD seconds until T seconds after the start (or the end of the run).
@@ -1806,6 +2161,12 @@ sub heal
 {
 	my ($self) = @_;
 	$self->worker_cont if $self->{worker_stopped};
+	$self->resume_holders;
+	if (@{ $self->{fast} // [] })
+	{
+		$self->{fast} = [];
+		$self->_mark('clocks right again');
+	}
 	$self->cont(sort keys %{ $self->{stopped} }) if %{ $self->{stopped} };
 	$self->start(sort keys %{ $self->{down} }) if %{ $self->{down} };
 	$self->delay(0, 0) if $self->{slow};

@@ -13,10 +13,16 @@
 -- Every violation is a row in checker_violations (time, resource, who, what, and the other
 -- holder's pid, claim time and validity).  Every attempt is a row in checker_attempts
 -- (times, outcome acquired/busy/error, SQLSTATE), from which the figures are computed.
+-- With p_fence ('fenced' or 'unfenced'), a holder also takes its fencing token right after
+-- acquiring and, at the end of its work, writes it to checker_fence: 'fenced' with the
+-- guarded write of README's "Fencing tokens" (UPDATE ... WHERE token <= ours), 'unfenced'
+-- without the condition (a negative control).  The token, when it was taken, the value the
+-- write found and whether it landed go into the attempt's row.
 -- A procedure, not a function: a function runs in one transaction, so its claim would
 -- only become visible when it returned.
 
 DROP PROCEDURE IF EXISTS checker_attempt(text, integer, integer, integer);
+DROP PROCEDURE IF EXISTS checker_attempt(text, integer, integer, integer, text);
 DROP PROCEDURE IF EXISTS checker_take(text, integer, integer);
 DROP PROCEDURE IF EXISTS checker_step(text, integer, integer, boolean, integer);
 DROP PROCEDURE IF EXISTS checker_done(text);
@@ -25,7 +31,7 @@ DROP PROCEDURE IF EXISTS checker_unclaim(text, checker_holds);
 DROP PROCEDURE IF EXISTS checker_job(text, integer, integer, integer, integer, integer, boolean);
 DROP PROCEDURE IF EXISTS checker_job_end(text, text);
 DROP TABLE IF EXISTS checker_guard, checker_attempts, checker_violations, checker_holds,
-	checker_jobs, checker_writes, checker_losses;
+	checker_jobs, checker_writes, checker_losses, checker_fence;
 
 CREATE UNLOGGED TABLE checker_guard (
 	resource text PRIMARY KEY,
@@ -62,7 +68,22 @@ CREATE UNLOGGED TABLE checker_attempts (
 	last_renewal timestamptz,		-- redlock_locks().last_renewal when the job ended
 	end_sqlstate text,				-- how the job's CALL ended: 00000, 57014, 55P03, ...
 	end_message text,
-	taken_over boolean				-- its guard had been taken over when it gave it back
+	taken_over boolean,				-- its guard had been taken over when it gave it back
+	-- fenced attempts (checker_attempt with p_fence) only:
+	valid_until timestamptz,		-- its validity end right after acquiring
+	token bigint,					-- redlock_fencing_token's result (NULL: it raised)
+	token_t0 timestamptz,			-- before redlock_fencing_token
+	token_t1 timestamptz,			-- after it returned (or raised)
+	token_sqlstate text,			-- what it raised
+	write_at timestamptz,			-- when the write to checker_fence committed
+	write_prev bigint,				-- the token checker_fence held when we wrote
+	write_applied boolean			-- the write changed the row
+);
+
+-- The guarded resource of the fenced attempts: the token of the last write that landed.
+CREATE UNLOGGED TABLE checker_fence (
+	resource text PRIMARY KEY,
+	token bigint NOT NULL DEFAULT 0
 );
 
 CREATE UNLOGGED TABLE checker_violations (
@@ -80,7 +101,7 @@ CREATE UNLOGGED TABLE checker_violations (
 );
 
 CREATE PROCEDURE checker_attempt(p_resource text, p_ttl_ms integer, p_wait_ms integer,
-								 p_work_ms integer)
+								 p_work_ms integer, p_fence text DEFAULT NULL)
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -98,6 +119,13 @@ DECLARE
 	v_overran boolean;
 	rel boolean;
 	g checker_guard;
+	tok bigint;
+	tok_t0 timestamptz;
+	tok_t1 timestamptz;
+	tok_st text;
+	w_at timestamptz;
+	w_prev bigint;
+	w_applied boolean;
 BEGIN
 	BEGIN
 		got := redlock_acquire(p_resource, p_ttl_ms, p_wait_ms);
@@ -121,6 +149,17 @@ BEGIN
 	-- The session-scoped lock survives this commit.
 	COMMIT;
 
+	IF p_fence IS NOT NULL THEN
+		tok_t0 := clock_timestamp();
+		BEGIN
+			tok := redlock_fencing_token(p_resource);
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS tok_st = RETURNED_SQLSTATE;
+		END;
+		tok_t1 := clock_timestamp();
+		COMMIT;
+	END IF;
+
 	-- Claim the guard, committed at once.
 	UPDATE checker_guard SET holder = pg_backend_pid(), since = clock_timestamp(),
 		valid_until = v_until
@@ -137,6 +176,21 @@ BEGIN
 	END IF;
 
 	PERFORM pg_sleep(p_work_ms / 1000.0);
+
+	-- The work's result, written with the token (a holder paused past its validity writes
+	-- here when it runs again).  FOR UPDATE: the value our UPDATE saw.
+	IF tok IS NOT NULL THEN
+		SELECT f.token INTO w_prev FROM checker_fence f WHERE f.resource = p_resource FOR UPDATE;
+		IF p_fence = 'fenced' THEN
+			UPDATE checker_fence SET token = tok WHERE resource = p_resource AND token <= tok;
+		ELSE
+			UPDATE checker_fence SET token = tok WHERE resource = p_resource;
+		END IF;
+		GET DIAGNOSTICS n = ROW_COUNT;
+		w_applied := n = 1;
+		w_at := clock_timestamp();
+		COMMIT;
+	END IF;
 
 	v_overran := clock_timestamp() > v_until;
 	IF claimed THEN
@@ -158,9 +212,10 @@ BEGIN
 		rel := NULL;
 	END;
 	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, nodes, validity_ms, overran,
-								  released)
+								  released, valid_until, token, token_t0, token_t1,
+								  token_sqlstate, write_at, write_prev, write_applied)
 	VALUES (pg_backend_pid(), p_resource, t_start, t_acq, 'acquired', v_nodes, v_validity,
-			v_overran, rel);
+			v_overran, rel, v_until, tok, tok_t0, tok_t1, tok_st, w_at, w_prev, w_applied);
 	COMMIT;
 END
 $$;
