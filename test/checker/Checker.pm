@@ -1222,19 +1222,30 @@ FROM checker_attempts WHERE outcome = 'acquired'}))[0]
 SELECT token_sqlstate, count(*) FROM checker_attempts
 WHERE token_sqlstate IS NOT NULL GROUP BY 1})
 	};
-	$r->{inversion_rows} = [
-		_rows($node, qq{
-SELECT round((extract(epoch FROM b.token_t0) - $t0)::numeric, 3), b.resource, b.pid, b.token,
-	m.pid, m.token, round((extract(epoch FROM b.token_t0 - m.token_t1) * 1000)::numeric, 1)
-FROM checker_attempts b
-CROSS JOIN LATERAL (
-	SELECT a.pid, a.token, a.token_t1 FROM checker_attempts a
-	WHERE a.resource = b.resource AND a.token IS NOT NULL AND a.token_t1 < b.token_t0
-	ORDER BY a.token DESC LIMIT 1) m
-WHERE b.token IS NOT NULL AND m.token >= b.token
-ORDER BY b.token_t0})
-	];
-	$r->{inversions} = scalar @{ $r->{inversion_rows} };
+	# One sweep over the token calls' starts and ends in time order (a start before an end
+	# at the same time: "before" is strict), keeping per resource the largest token
+	# granted so far; each start compares its token with that.
+	my @holds = _rows($node, qq{
+SELECT resource, pid, token, extract(epoch FROM token_t0) - $t0, extract(epoch FROM token_t1) - $t0
+FROM checker_attempts WHERE token IS NOT NULL});
+	my %largest;
+	my @inversions;
+	for my $e (sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] }
+		(map { [ $_->[3], 0, $_ ] } @holds), (map { [ $_->[4], 1, $_ ] } @holds))
+	{
+		my ($t, $is_end, $h) = @$e;
+		my $m = $largest{ $h->[0] };
+		if ($is_end)
+		{
+			$largest{ $h->[0] } = $h if !$m || $h->[2] > $m->[2];
+		}
+		elsif ($m && $m->[2] >= $h->[2])
+		{
+			push @inversions, [ $t, @$h[ 0 .. 2 ], $m->[1], $m->[2], 1000 * ($t - $m->[4]) ];
+		}
+	}
+	$r->{inversion_rows} = \@inversions;
+	$r->{inversions} = @inversions;
 	my @dups = _rows($node, q{
 SELECT resource, token FROM checker_attempts WHERE token IS NOT NULL
 GROUP BY 1, 2 HAVING count(*) > 1});
@@ -1654,7 +1665,7 @@ sub _describe_fence
 		$r->{inversions}, $r->{token_dups},
 		$r->{expect_inversions} ? ' (negative control: expected > 0)' : '');
 	my $n = @{ $r->{inversion_rows} } < 10 ? @{ $r->{inversion_rows} } : 10;
-	$s .= sprintf("     +%.3f s %s: pid %s got token %s, %s ms after pid %s got %s\n",
+	$s .= sprintf("     +%.3f s %s: pid %s got token %s, %.1f ms after pid %s got %s\n",
 		@$_[ 0 .. 3, 6, 4, 5 ])
 	  for @{ $r->{inversion_rows} }[ 0 .. $n - 1 ];
 	return $s;
