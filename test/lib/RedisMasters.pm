@@ -18,7 +18,9 @@
 # sends one without waiting and $session->finish collects it.  timed_psql($node, $query)
 # does the same in a new psql.
 #
-# Masters are stopped by PID in stop_all, which DESTROY and END call too.
+# Masters are stopped by PID in stop_all, which DESTROY and END call too.  They are
+# $ENV{RL_REDIS_SERVER} (default redis-server; valkey-server runs the suite against
+# Valkey), driven with $ENV{RL_REDIS_CLI} (default redis-cli; valkey-cli).
 
 package RedisMasters;
 
@@ -35,6 +37,9 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(session sql timed_psql wait_until);
+
+my $SERVER = $ENV{RL_REDIS_SERVER} || 'redis-server';
+my $CLI = $ENV{RL_REDIS_CLI} || 'redis-cli';
 
 my @all_masters;
 
@@ -98,10 +103,10 @@ sub _start
 	my $dir = "$self->{dir}/redis$i";
 	make_path($dir);
 	unlink "$dir/redis.pid";
-	system('redis-server', '--port', $port, '--bind', '127.0.0.1', '--save', '',
+	system($SERVER, '--port', $port, '--bind', '127.0.0.1', '--save', '',
 		'--appendonly', 'no', '--daemonize', 'yes', '--pidfile', "$dir/redis.pid",
 		'--logfile', "$dir/redis.log", '--dir', $dir, @{ $self->{redis_args} }) == 0
-	  or die "redis-server on port $port did not start";
+	  or die "$SERVER on port $port did not start";
 	for (1 .. 100)
 	{
 		my $pid = _read_pid("$dir/redis.pid");
@@ -112,7 +117,7 @@ sub _start
 		}
 		usleep(100_000);
 	}
-	die "redis-server on port $port does not answer PING; see $dir/redis.log";
+	die "$SERVER on port $port does not answer PING; see $dir/redis.log";
 }
 
 sub _read_pid
@@ -171,7 +176,7 @@ sub redis_cli
 	my ($out, $err) = ('', '');
 	my @auth = defined $self->{password}
 	  ? ('--no-auth-warning', '-a', $self->{password}) : ();
-	IPC::Run::run([ 'redis-cli', '-h', '127.0.0.1', '-p', $port, @auth, @args ],
+	IPC::Run::run([ $CLI, '-h', '127.0.0.1', '-p', $port, @auth, @args ],
 		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(30));
 	$out .= $err;
 	chomp $out;

@@ -5,8 +5,9 @@
 #
 #   rl_setup                 make RL_TMP (owned by postgres) and trap EXIT to clean up
 #   rl_check_ports N         fail, saying which, when a port needed is taken
-#   rl_start_masters N       start N redis-server masters on 127.0.0.1, ports from
-#                            RL_REDIS_BASE_PORT (default 28379) upwards; wait for PING
+#   rl_start_masters N       start N masters (RL_REDIS_SERVER, default redis-server; e.g.
+#                            valkey-server, with RL_REDIS_CLI=valkey-cli) on 127.0.0.1,
+#                            ports from RL_REDIS_BASE_PORT (default 28379) up; wait for PING
 #   rl_servers_guc           print the redlock.servers value naming the masters
 #   rl_kill_master I         SIGKILL master I (0-based)
 #   rl_start_cluster         initdb + start a cluster on port RL_PG_PORT (default 28432),
@@ -25,6 +26,8 @@
 
 RL_PGBIN=${RL_PGBIN:-/usr/lib/postgresql/${RL_PG_MAJOR:-15}/bin}
 RL_REDIS_BASE_PORT=${RL_REDIS_BASE_PORT:-28379}
+RL_REDIS_SERVER=${RL_REDIS_SERVER:-redis-server}
+RL_REDIS_CLI=${RL_REDIS_CLI:-redis-cli}
 RL_PG_PORT=${RL_PG_PORT:-28432}
 RL_TMP=
 RL_REDIS_PORTS=()
@@ -131,12 +134,12 @@ rl_start_master()
 		{ rl_error "port $port is in use; choose other Redis ports with RL_REDIS_BASE_PORT=NNNN"; return 1; }
 	mkdir -p "$dir"
 	RL_REDIS_DIRS[i]=$dir
-	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	"$RL_REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
 		--dir "$dir" ||
-		{ rl_error "redis-server on port $port did not start; see $dir/redis.log"; return 1; }
+		{ rl_error "$RL_REDIS_SERVER on port $port did not start; see $dir/redis.log"; return 1; }
 	for ((j = 0; j < 100; j++)); do
-		if [[ $(redis-cli -h 127.0.0.1 -p "$port" PING 2>/dev/null) == PONG ]] &&
+		if [[ $("$RL_REDIS_CLI" -h 127.0.0.1 -p "$port" PING 2>/dev/null) == PONG ]] &&
 			[[ -n $(rl_pid_of "$dir/redis.pid") ]]; then
 			RL_REDIS_PORTS[i]=$port
 			RL_REDIS_DIRS[i]=$dir
@@ -145,7 +148,7 @@ rl_start_master()
 		sleep 0.1
 	done
 	cat "$dir/redis.log" >&2
-	rl_error "redis-server on port $port does not answer PING"
+	rl_error "$RL_REDIS_SERVER on port $port does not answer PING"
 }
 
 # Starts N masters (default 5).
@@ -168,12 +171,12 @@ rl_servers_guc()
 	echo "${items[*]}"
 }
 
-# Runs redis-cli against master I.
+# Runs RL_REDIS_CLI (redis-cli) against master I.
 rl_redis_cli()
 {
 	local i=$1
 	shift
-	redis-cli -h 127.0.0.1 -p "${RL_REDIS_PORTS[i]}" "$@"
+	"$RL_REDIS_CLI" -h 127.0.0.1 -p "${RL_REDIS_PORTS[i]}" "$@"
 }
 
 # SIGKILLs master I and waits until it is gone.
