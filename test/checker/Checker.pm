@@ -1691,7 +1691,36 @@ sub fence_table_line
 		$r->{stale_refused}, $r->{stale_landed}, $r->{late_writes}, $r->{min_nodes});
 }
 
-# The Test::More checks of a fenced run R (TAP 013 and run-long): tokens were taken;
+# The Test::More checks every scenario run R must pass (TAP 011 and 013): the clients ran
+# to the end, locks were acquired, no error but 08006; no violation, or some for a
+# negative control (none judged where the scenario measures them by design); a fenced
+# run's checks (check_fence).
+sub check_run
+{
+	my ($r) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $name = $r->{name};
+	Test::More::is($r->{pgbench_rc}, 0, "$name: pgbench ran to the end (no client aborted)")
+	  or Test::More::diag($r->{pgbench_err});
+	Test::More::cmp_ok($r->{acquired}, '>', 0, "$name: locks were acquired");
+	Test::More::is($r->{other_errors}, 0, "$name: no error other than 08006")
+	  or Test::More::diag(Test::More::explain($r->{errors}));
+	if ($r->{expect_violations})
+	{
+		Test::More::cmp_ok($r->{violations}, '>', 0,
+			"$name (negative control): the checker sees violations")
+		  or Test::More::diag(describe($r));
+	}
+	elsif (!$r->{violations_by_design})
+	{
+		Test::More::is($r->{violations}, 0, "$name: no violation")
+		  or Test::More::diag(describe($r));
+	}
+	check_fence($r) if $r->{fence};
+	return;
+}
+
+# The Test::More checks of a fenced run R (check_run, and run-long): tokens were taken;
 # no inversion and no equal tokens (a negative control: some inversion); no stale write
 # landed (the unfenced control: some did); where holders were paused, some of their late
 # writes were refused; with expect_min_nodes, every acquisition had that many masters.

@@ -31,9 +31,10 @@ my %only = map { $_ => 1 } split /,/, $ENV{RL_CHECKER_EDGES} // '';
 
 my @table;
 
-# Runs scenario NAME for SECONDS; checks what must hold in every run (pgbench ran to the
-# end, attempts were made and some acquired, no error but 08006) and the violations: none,
-# or some for a negative control.  Returns the figures, or undef when skipped.
+# Runs scenario NAME for SECONDS and checks what must hold in every run
+# (Checker::check_run: pgbench ran to the end, some locks acquired, no error but 08006,
+# and no violation, or some for a negative control).  Returns the figures, or undef when
+# skipped.
 sub scenario_ok
 {
 	my ($name, $seconds) = @_;
@@ -42,20 +43,7 @@ sub scenario_ok
 	my $r = Checker::run_scenario($node, \%masters, $name, seconds => $seconds);
 	push @table, $r;
 	note(Checker::describe($r));
-	is($r->{pgbench_rc}, 0, "$name: pgbench ran to the end (no client aborted)")
-	  or diag($r->{pgbench_err});
-	cmp_ok($r->{acquired}, '>', 0, "$name: locks were acquired");
-	is($r->{other_errors}, 0, "$name: no error other than 08006")
-	  or diag(explain($r->{errors}));
-	if ($r->{expect_violations})
-	{
-		cmp_ok($r->{violations}, '>', 0, "$name (negative control): the checker sees violations")
-		  or diag(Checker::describe($r));
-	}
-	else
-	{
-		is($r->{violations}, 0, "$name: no violation") or diag(Checker::describe($r));
-	}
+	Checker::check_run($r);
 	return $r;
 }
 

@@ -45,21 +45,7 @@ for my $name (
 	my $r = Checker::run_scenario($node, \%masters, $name, seconds => 10);
 	push @table, $r;
 	note(Checker::describe($r));
-	is($r->{pgbench_rc}, 0, "$name: pgbench ran to the end (no client aborted)")
-	  or diag($r->{pgbench_err});
-	cmp_ok($r->{acquired}, '>', 0, "$name: locks were acquired");
-	is($r->{other_errors}, 0, "$name: no error other than 08006")
-	  or diag(explain($r->{errors}));
-	if ($r->{expect_violations})
-	{
-		cmp_ok($r->{violations}, '>', 0, "$name (negative control): the checker sees violations")
-		  or diag(Checker::describe($r));
-	}
-	elsif (!$r->{violations_by_design})
-	{
-		is($r->{violations}, 0, "$name: no violation") or diag(Checker::describe($r));
-	}
-	Checker::check_fence($r);
+	Checker::check_run($r);
 }
 
 note("\n" . Checker::fence_table_header() . join('', map { Checker::fence_table_line($_) } @table));
