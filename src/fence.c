@@ -41,10 +41,12 @@
  * counters on different masters drift apart: test/model checks both.
  *
  * Preconditions, as for the lock itself (§8): a master keeps its counters across a
- * restart (appendfsync always), or stays down longer than the counters' meaning
- * matters.  A master restarted empty lowers nothing on the others, but a quorum of
- * such masters can hand out a token below one already given: the floor then still
- * keeps tokens taken in later seconds above it.
+ * restart (appendfsync always), or stays down longer than the longest TTL and at least
+ * a second.  A master restarted empty lowers nothing on the others, but even one such
+ * master can be the one that the last write quorum and the next read quorum share
+ * (test/model finds it): the next token may then repeat one already given within the
+ * same second.  The floor keeps tokens taken in later seconds above it, which is why
+ * the restart must be delayed by a second at least.
  *
  * Lifetime.  A counter lives REDLOCK_FENCE_COUNTER_TTL_MS (30 days) after the last
  * token taken from it, so that resources named once (a job id) do not leave keys
