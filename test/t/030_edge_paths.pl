@@ -245,12 +245,16 @@ $l->quit;
 
 # --- 12. parallel workers ---
 
+# force_parallel_mode was renamed debug_parallel_query in PostgreSQL 16.
+my $parallel_guc = $node->safe_psql('postgres',
+	"SELECT current_setting('server_version_num')::int >= 160000") eq 't'
+  ? 'debug_parallel_query' : 'force_parallel_mode';
 ($out, $err) = sql($s, "CREATE FUNCTION par_acquire(r text) RETURNS boolean PARALLEL SAFE"
 	  . " LANGUAGE sql AS \$\$ SELECT redlock_acquire(r) \$\$;"
-	  . " SET force_parallel_mode = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;"
+	  . " SET $parallel_guc = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;"
 	  . " SELECT par_acquire('par') FROM (VALUES (1)) v;");
 like($err, qr/ERROR:\s+25000/, 'parallel: acquiring in a parallel worker raises 25000');
-sql($s, "RESET force_parallel_mode");
+sql($s, "RESET $parallel_guc");
 is(holders('par', 0), 0, 'parallel: no key was set');
 
 # --- 13. TTLs that can never be valid; releasing a transaction-only lock ---
