@@ -324,6 +324,22 @@ is($out, 't', 'after commit: a transaction lock in a writing transaction');
 # A descriptor's number must be below the limit: 3 refuses every new one.
 system('prlimit', "--pid=$pid", "--nofile=3:") == 0 or die "prlimit failed";
 $redis->kill9(0);
+# The backend sees the connection closed (and so reopens it, which needs descriptors)
+# only once the kernel has delivered the FIN or RST of the killed master to its socket:
+# until then the release goes out on the old connection and finds it closed only when
+# the other masters' replies have decided the call, with no wait set to rebuild.  On a
+# loaded machine that delivery can lag behind the kill, so wait for it: no connection
+# to master 0's port is still ESTABLISHED (state 01 in /proc/net/tcp).
+my $port0 = sprintf('%04X', $ports[0]);
+ok( wait_until(
+		5,
+		sub {
+			open(my $tcp, '<', '/proc/net/tcp') or return 1;
+			my $established = grep { (split)[2] =~ /:$port0$/ && (split)[3] eq '01' } <$tcp>;
+			close $tcp;
+			return !$established;
+		}),
+	'after commit: the backend\'s connection to the killed master is closed');
 ($out, $err) = sql($f, "COMMIT");
 like($err, qr/WARNING:.*could not release redlock locks after commit/,
 	'after commit: the failure is reported as a WARNING');
