@@ -34,10 +34,14 @@ override CPPFLAGS := $(patsubst -I%,-isystem %,$(filter -I$(includedir)%,$(CPPFL
 	$(filter-out -I$(includedir)%,$(CPPFLAGS))
 
 # As pgvector does: PGXS defines prove_installcheck only with TAP_TESTS, for t/*.pl.
+# PostgreSQL::Test::Utils takes its directories from TESTDIR up to 15 and from
+# TESTDATADIR and TESTLOGDIR from 16 on (else the relative "tmp_check" and "log"): set
+# all three, so that every version keeps data and logs, absolute, under tmp_check.
 .PHONY: prove_installcheck
 prove_installcheck:
 	rm -rf '$(CURDIR)'/tmp_check
 	$(MKDIR_P) '$(CURDIR)'/tmp_check
-	cd $(srcdir) && TESTDIR='$(CURDIR)' PATH="$(bindir):$$PATH" \
+	cd $(srcdir) && TESTDIR='$(CURDIR)' TESTDATADIR='$(CURDIR)/tmp_check' \
+		TESTLOGDIR='$(CURDIR)/tmp_check/log' PATH="$(bindir):$$PATH" \
 		PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
 		$(PROVE) $(PG_PROVE_FLAGS) -I test/lib $(PROVE_FLAGS) $(PROVE_TESTS)

@@ -29,6 +29,7 @@ use warnings;
 
 use Exporter 'import';
 use File::Path qw(make_path);
+use File::Spec;
 use IPC::Run;
 use POSIX ();
 use PostgreSQL::Test::Cluster;
@@ -59,7 +60,8 @@ sub new
 	my ($class, $n, %opts) = @_;
 	$n //= 5;
 	my $self = bless {
-		dir => PostgreSQL::Test::Utils::tempdir('redis'),
+		# Absolute: redis-server changes to --dir before it opens --logfile.
+		dir => File::Spec->rel2abs(PostgreSQL::Test::Utils::tempdir('redis')),
 		ports => [],
 		pids => [],
 		redis_args => $opts{redis_args} // [],
