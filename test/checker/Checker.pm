@@ -2056,14 +2056,13 @@ sub pause_holders
 {
 	my ($self, $n) = @_;
 	my @pids;
-	for (1 .. 25)
-	{
-		@pids = grep { length } split /\n/, $self->{node}->safe_psql('postgres',
-			"SELECT holder FROM checker_guard WHERE holder IS NOT NULL ORDER BY random() LIMIT $n");
-		last if @pids;
-		Time::HiRes::sleep(0.02);
-	}
-	return 0 unless @pids;
+	RedisMasters::wait_until(
+		0.5,
+		sub {
+			@pids = grep { length } split /\n/, $self->{node}->safe_psql('postgres',
+				"SELECT holder FROM checker_guard WHERE holder IS NOT NULL"
+				  . " ORDER BY random() LIMIT $n");
+		}) or return 0;
 	CORE::kill('STOP', @pids);
 	$self->{paused}{$_} = 1 for @pids;
 	$self->{counts}{'holders paused'} += @pids;
