@@ -5,6 +5,18 @@ EXTENSION = redlock
 DATA = $(wildcard sql/redlock--*.sql)
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 SHLIB_LINK = -lhiredis
+
+# TLS to the masters (src/tls.c) when hiredis has its TLS library (hiredis_ssl, 1.0 and
+# later: Debian 13) and OpenSSL's headers are there; Debian 12's hiredis 0.14 has none,
+# and the build says so.  REDLOCK_TLS=yes or no overrides the probe.
+ifndef REDLOCK_TLS
+REDLOCK_TLS := $(shell printf '\043include <openssl/ssl.h>\n\043include <hiredis/hiredis_ssl.h>\n' | \
+	$(CC) -E -x c - >/dev/null 2>&1 && echo yes || echo no)
+endif
+ifeq ($(REDLOCK_TLS),yes)
+PG_CPPFLAGS += -DREDLOCK_TLS
+SHLIB_LINK += -lhiredis_ssl -lssl -lcrypto
+endif
 PGFILEDESC = "redlock - Redlock distributed locks on independent Redis masters"
 
 # pg_regress suites: every sql/NAME.sql but the install scripts, against expected/NAME.out,

@@ -8,7 +8,8 @@
  * not point locks at another Redis or weaken them.  Timeouts and retry pacing only
  * steer the caller's own waits, so anyone may set them.
  *
- * Changing the servers, credentials, database or quorum bumps redlock_connection_generation;
+ * Changing the servers, credentials, database, quorum or TLS settings bumps
+ * redlock_connection_generation;
  * node.c compares it on its next use and switches to the node set of the new
  * configuration.  Assign hooks run on every reload (SIGHUP) whether or not the value
  * changed, so they bump it only when the value really differs from the one in force;
@@ -45,6 +46,18 @@ bool		redlock_auto_extend = false;
 bool		redlock_cancel_on_loss = true;
 int			redlock_max_auto_extended_locks = 1000;
 int			redlock_quorum = 0;
+bool		redlock_tls = false;
+int			redlock_tls_verify = REDLOCK_TLS_VERIFY_FULL;
+char	   *redlock_tls_ca_file = NULL;
+char	   *redlock_tls_cert_file = NULL;
+char	   *redlock_tls_key_file = NULL;
+
+static const struct config_enum_entry tls_verify_options[] = {
+	{"full", REDLOCK_TLS_VERIFY_FULL, false},
+	{"ca", REDLOCK_TLS_VERIFY_CA, false},
+	{"none", REDLOCK_TLS_VERIFY_NONE, false},
+	{NULL, 0, false}
+};
 
 static char *servers_setting = NULL;
 
@@ -280,6 +293,106 @@ assign_database(int newval, void *extra pg_attribute_unused())
 }
 
 /*
+ * redlock.tls can be turned on only in a build with TLS (hiredis_ssl): elsewhere it
+ * is refused with 0A000, rather than connecting in clear to masters that expect TLS.
+ */
+static bool
+check_tls(bool *newval, void **extra pg_attribute_unused(), GucSource source pg_attribute_unused())
+{
+	char		why[200];
+
+	if (!*newval || redlock_tls_supported(why, sizeof(why)))
+		return true;
+	GUC_check_errcode(ERRCODE_FEATURE_NOT_SUPPORTED);
+	GUC_check_errmsg("TLS is not supported by this build of redlock");
+	GUC_check_errdetail("%s", why);
+	GUC_check_errhint("Build redlock against hiredis 1.0 or later with its TLS library and OpenSSL's headers (Debian 13: libhiredis-dev and libssl-dev).");
+	return false;
+}
+
+/* The TLS settings take effect on new connections: a change needs new ones. */
+static void
+assign_tls(bool newval, void *extra pg_attribute_unused())
+{
+	if (newval != redlock_tls)
+		redlock_connection_generation++;
+}
+
+static void
+assign_tls_verify(int newval, void *extra pg_attribute_unused())
+{
+	if (newval != redlock_tls_verify)
+		redlock_connection_generation++;
+}
+
+/* A TLS file's path must fit a RedlockTlsConfig (and the registry's copy of it). */
+static bool
+check_tls_file(char **newval, void **extra pg_attribute_unused(),
+			   GucSource source pg_attribute_unused())
+{
+	if (*newval == NULL || strlen(*newval) < MAXPGPATH)
+		return true;
+	GUC_check_errdetail("The path is longer than %d bytes.", MAXPGPATH - 1);
+	return false;
+}
+
+static void
+assign_tls_ca_file(const char *newval, void *extra pg_attribute_unused())
+{
+	if (setting_changed(redlock_tls_ca_file, newval))
+		redlock_connection_generation++;
+}
+
+static void
+assign_tls_cert_file(const char *newval, void *extra pg_attribute_unused())
+{
+	if (setting_changed(redlock_tls_cert_file, newval))
+		redlock_connection_generation++;
+}
+
+static void
+assign_tls_key_file(const char *newval, void *extra pg_attribute_unused())
+{
+	if (setting_changed(redlock_tls_key_file, newval))
+		redlock_connection_generation++;
+}
+
+/*
+ * redlock_tls_config
+ *		Fills config with the TLS settings in force (redlock.tls, redlock.tls_verify and
+ *		the three files).  Raises nothing.
+ */
+void
+redlock_tls_config(RedlockTlsConfig *config)
+{
+	memset(config, 0, sizeof(*config));
+	config->enabled = redlock_tls;
+	config->verify = (RedlockTlsVerify) redlock_tls_verify;
+	strlcpy(config->ca_file, redlock_tls_ca_file ? redlock_tls_ca_file : "",
+			sizeof(config->ca_file));
+	strlcpy(config->cert_file, redlock_tls_cert_file ? redlock_tls_cert_file : "",
+			sizeof(config->cert_file));
+	strlcpy(config->key_file, redlock_tls_key_file ? redlock_tls_key_file : "",
+			sizeof(config->key_file));
+}
+
+/*
+ * redlock_tls_config_equal
+ *		Returns true when a and b configure TLS alike (all of it ignored when both have
+ *		it off).  Raises nothing.
+ */
+bool
+redlock_tls_config_equal(const RedlockTlsConfig *a, const RedlockTlsConfig *b)
+{
+	if (!a->enabled || !b->enabled)
+		return a->enabled == b->enabled;
+	return a->verify == b->verify &&
+		strcmp(a->ca_file, b->ca_file) == 0 &&
+		strcmp(a->cert_file, b->cert_file) == 0 &&
+		strcmp(a->key_file, b->key_file) == 0;
+}
+
+/*
  * redlock_servers_text
  *		Returns redlock.servers as set (never NULL), for the registry's copy of the
  *		configuration a lock was taken under.
@@ -398,6 +511,54 @@ RedlockGucInit(void)
 							PGC_SUSET,
 							0,
 							NULL, assign_database, NULL);
+
+	DefineCustomBoolVariable("redlock.tls",
+							 "Connects to the Redis masters with TLS.",
+							 "Needs a build with TLS support (hiredis 1.0 or later). "
+							 "Unix-socket masters stay in clear.",
+							 &redlock_tls,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 check_tls, assign_tls, NULL);
+
+	DefineCustomEnumVariable("redlock.tls_verify",
+							 "How much of a Redis master's TLS certificate is verified.",
+							 "full: a trusted chain naming the host in redlock.servers; "
+							 "ca: a trusted chain; none: nothing.",
+							 &redlock_tls_verify,
+							 REDLOCK_TLS_VERIFY_FULL,
+							 tls_verify_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, assign_tls_verify, NULL);
+
+	DefineCustomStringVariable("redlock.tls_ca_file",
+							   "File of the CA certificates trusted to sign the Redis masters' certificates.",
+							   "Empty: the system's trusted CAs.",
+							   &redlock_tls_ca_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_tls_file, assign_tls_ca_file, NULL);
+
+	DefineCustomStringVariable("redlock.tls_cert_file",
+							   "File of the client certificate (chain) presented to the Redis masters.",
+							   "Redis asks for one unless tls-auth-clients is off.",
+							   &redlock_tls_cert_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_tls_file, assign_tls_cert_file, NULL);
+
+	DefineCustomStringVariable("redlock.tls_key_file",
+							   "File of the private key of redlock.tls_cert_file.",
+							   "It must not be readable by group or others.",
+							   &redlock_tls_key_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_tls_file, assign_tls_key_file, NULL);
 
 	/* After redlock.servers, so that its check sees the masters at server start. */
 	DefineCustomIntVariable("redlock.quorum",

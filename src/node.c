@@ -101,7 +101,9 @@ typedef struct RedlockNode
 {
 	RedlockNodeAddr addr;
 	redisContext *ctx;
-	bool		connecting;		/* non-blocking connect not yet confirmed */
+	bool		connecting;		/* connect (and TLS handshake) not yet done */
+	RedlockTlsSession *tls;		/* TLS session once started (ctx owns it), or NULL */
+	bool		tls_want_read;	/* the handshake waits to read, not to write */
 	bool		writing;		/* output not all sent yet */
 	int			handshake_owed; /* handshake replies not yet read */
 	bool		failed_recently;	/* its last call failed; no reply since */
@@ -128,6 +130,8 @@ struct RedlockNodeSet
 	char	   *password;		/* "" for none */
 	int			database;
 	int			quorum;			/* masters that must accept (redlock.quorum applied) */
+	RedlockTlsConfig tls;
+	RedlockTlsContext *tls_context; /* built by the first TLS connect; NULL before */
 	int			pins;			/* locks taken on this set */
 	MemoryContext context;		/* this struct, nodes, owed rings and arguments */
 	RedlockNodeSet *next;		/* in all_sets */
@@ -300,9 +304,11 @@ node_close(RedlockNodeSet *set, RedlockNode *node)
 {
 	if (node->ctx == NULL)
 		return;
-	redisFree(node->ctx);
+	redisFree(node->ctx);		/* and the TLS session */
 	ReleaseExternalFD();
 	node->ctx = NULL;
+	node->tls = NULL;
+	node->tls_want_read = false;
 	node->connecting = false;
 	node->writing = false;
 	node->handshake_owed = 0;
@@ -370,6 +376,7 @@ set_free(RedlockNodeSet *set)
 		wait_set_for = NULL;
 		wait_set_stale = true;
 	}
+	redlock_tls_context_free(set->tls_context);
 	MemoryContextDelete(set->context);
 }
 
@@ -389,6 +396,7 @@ typedef struct SetConfig
 	const char *password;
 	int			database;
 	int			quorum;			/* redlock.quorum: 0 for a majority */
+	const RedlockTlsConfig *tls;
 } SetConfig;
 
 /* True when set was built for config. */
@@ -400,7 +408,8 @@ set_matches(const RedlockNodeSet *set, const SetConfig *config)
 	if (set->count != count || set->database != config->database ||
 		set->quorum != redlock_quorum_for(config->quorum, count) ||
 		strcmp(set->username, config->username) != 0 ||
-		strcmp(set->password, config->password) != 0)
+		strcmp(set->password, config->password) != 0 ||
+		!redlock_tls_config_equal(&set->tls, config->tls))
 		return false;
 	for (int i = 0; i < count; i++)
 		if (set->nodes[i].addr.port != config->list->nodes[i].port ||
@@ -430,6 +439,7 @@ set_find_or_build(const SetConfig *config)
 	set->password = MemoryContextStrdup(context, config->password);
 	set->database = config->database;
 	set->quorum = redlock_quorum_for(config->quorum, set->count);
+	set->tls = *config->tls;
 	for (int i = 0; i < set->count; i++)
 	{
 		RedlockNode *node = &set->nodes[i];
@@ -446,7 +456,7 @@ set_find_or_build(const SetConfig *config)
 /*
  * redlock_nodeset_current
  *		Returns the node set of the configuration in force (redlock.servers, username,
- *		password, database, quorum), building it when the configuration changed and no set of
+ *		password, database, quorum, TLS), building it when the configuration changed and no set of
  *		it exists yet.  The previous current set is freed unless a lock pins it.  Raises
  *		only out-of-memory errors.
  */
@@ -455,6 +465,7 @@ redlock_nodeset_current(void)
 {
 	RedlockNodeSet *previous = current_set;
 	SetConfig	config;
+	RedlockTlsConfig tls;
 
 	if (current_set && current_generation == redlock_connection_generation)
 		return current_set;
@@ -464,6 +475,8 @@ redlock_nodeset_current(void)
 	config.password = redlock_effective_password();
 	config.database = redlock_database;
 	config.quorum = redlock_quorum;
+	redlock_tls_config(&tls);
+	config.tls = &tls;
 	current_set = set_find_or_build(&config);
 	current_generation = redlock_connection_generation;
 	if (previous && previous != current_set)
@@ -477,13 +490,14 @@ redlock_nodeset_current(void)
  *		locks under the configuration each was taken with), pinned: the caller unpins it
  *		when done.  list: the masters (may be NULL: none); username, password: "" for
  *		none; database: the Redis database number; quorum: the redlock.quorum setting
- *		(0 for a majority).  Raises only out-of-memory errors.
+ *		(0 for a majority); tls: the TLS settings.  Raises only out-of-memory errors.
  */
 RedlockNodeSet *
 redlock_nodeset_for(const RedlockServerList *list, const char *username,
-					const char *password, int database, int quorum)
+					const char *password, int database, int quorum,
+					const RedlockTlsConfig *tls)
 {
-	SetConfig	config = {list, username, password, database, quorum};
+	SetConfig	config = {list, username, password, database, quorum, tls};
 	RedlockNodeSet *set = set_find_or_build(&config);
 
 	redlock_nodeset_pin(set);
@@ -560,14 +574,19 @@ redlock_nodes_figures(RedlockNodeFigures **figures)
 
 /*
  * redlock_nodes_disconnect
- *		Closes every connection of every set.  Raises nothing.
+ *		Closes every connection of every set, and forgets their TLS contexts so that
+ *		the next connections read the TLS files again.  Raises nothing.
  */
 void
 redlock_nodes_disconnect(void)
 {
 	for (RedlockNodeSet *set = all_sets; set; set = set->next)
+	{
 		for (int i = 0; i < set->count; i++)
 			node_close(set, &set->nodes[i]);
+		redlock_tls_context_free(set->tls_context);
+		set->tls_context = NULL;
+	}
 }
 
 /*
@@ -798,8 +817,11 @@ static bool
 node_gone_while_idle(const RedlockNode *node)
 {
 	char		byte;
-	ssize_t		r = recv(node->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	ssize_t		r;
 
+	if (node->tls)
+		return redlock_tls_gone_while_idle(node->tls);
+	r = recv(node->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (r >= 0)
 		return true;			/* EOF, or bytes out of step */
 	return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
@@ -836,6 +858,38 @@ call_progressed(CallState *cs, int i)
 	}
 }
 
+/*
+ * Fails node i after hiredis could not read or write: with TLS, OpenSSL's reason when
+ * it has one (a master's alert says more than hiredis' "Server closed the connection").
+ */
+static void
+node_fail_io(CallState *cs, int i)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+	char		why[REDLOCK_NODE_ERROR_LEN];
+
+	if (node->tls && redlock_tls_io_error(why, sizeof(why)))
+		node_fail(cs, i, why);
+	else if (node->tls && node->handshake_owed > 0 && !node->handshake_verified)
+	{
+		/* A master that wants a client certificate closes, often without an alert. */
+		snprintf(why, sizeof(why), "%s, right after the TLS handshake: does the master require a client certificate (redlock.tls_cert_file)?",
+				 node->ctx->errstr);
+		node_fail(cs, i, why);
+	}
+	else
+		node_fail(cs, i, node->ctx->errstr);
+}
+
+/* Reads what node's socket holds into hiredis' buffer; false on an I/O error. */
+static bool
+node_buffer_read(RedlockNode *node)
+{
+	if (node->tls)
+		redlock_tls_clear_errors();
+	return redisBufferRead(node->ctx) == REDIS_OK;
+}
+
 /* Sends what node i has buffered; fails the node on an I/O error. */
 static void
 node_write(CallState *cs, int i)
@@ -843,9 +897,11 @@ node_write(CallState *cs, int i)
 	RedlockNode *node = &cs->set->nodes[i];
 	int			done = 0;
 
+	if (node->tls)
+		redlock_tls_clear_errors();
 	if (redisBufferWrite(node->ctx, &done) != REDIS_OK)
 	{
-		node_fail(cs, i, node->ctx->errstr);
+		node_fail_io(cs, i);
 		return;
 	}
 	if (done && node->writing)
@@ -1009,9 +1065,9 @@ node_read(CallState *cs, int i)
 {
 	RedlockNode *node = &cs->set->nodes[i];
 
-	if (redisBufferRead(node->ctx) != REDIS_OK)
+	if (!node_buffer_read(node))
 	{
-		node_fail(cs, i, node->ctx->errstr);
+		node_fail_io(cs, i);
 		return;
 	}
 	while (node->ctx)
@@ -1028,7 +1084,17 @@ node_read(CallState *cs, int i)
 			return;
 		}
 		if (data == NULL)
-			return;				/* need more bytes */
+		{
+			/* More bytes needed: TLS may hold some the socket will not signal. */
+			if (node->tls == NULL || !redlock_tls_pending(node->tls))
+				return;
+			if (!node_buffer_read(node))
+			{
+				node_fail_io(cs, i);
+				return;
+			}
+			continue;
+		}
 		reply = data;
 
 		if (node->owed_len == 0)
@@ -1110,22 +1176,13 @@ node_read(CallState *cs, int i)
 	}
 }
 
-/* Completes node i's non-blocking connect once its socket is writable. */
+/* The connection to node i is ready: commands may go out once its handshake is sent. */
 static void
-node_finish_connect(CallState *cs, int i)
+node_connected(CallState *cs, int i)
 {
 	RedlockNode *node = &cs->set->nodes[i];
 	NodeCall   *call = &cs->calls[i];
-	int			err = node_connect_error(node);
 
-	if (err != 0)
-	{
-		char		why[REDLOCK_NODE_ERROR_LEN];
-
-		snprintf(why, sizeof(why), "could not connect: %s", strerror(err));
-		node_fail(cs, i, why);
-		return;
-	}
 	node->connecting = false;
 	node->figures.connected = true;
 	if (call_waits_on(call))
@@ -1135,10 +1192,93 @@ node_finish_connect(CallState *cs, int i)
 	}
 }
 
+/*
+ * Takes node i's TLS handshake one step further, on the socket event it waited for;
+ * a failure (a refused certificate, say) fails the node with the reason.
+ */
+static void
+node_tls_step(CallState *cs, int i)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+	char		why[REDLOCK_NODE_ERROR_LEN];
+
+	switch (redlock_tls_handshake(node->tls, why, sizeof(why)))
+	{
+		case REDLOCK_TLS_DONE:
+			node_connected(cs, i);
+			break;
+		case REDLOCK_TLS_WANT_READ:
+			node->tls_want_read = true;
+			break;
+		case REDLOCK_TLS_WANT_WRITE:
+			node->tls_want_read = false;
+			break;
+		case REDLOCK_TLS_FAILED:
+			node_fail(cs, i, why);
+			break;
+	}
+}
+
+/*
+ * Starts TLS on node i's fresh TCP connection (not on a unix socket, which Redis
+ * serves in clear), building the set's TLS context on its first use.
+ */
+static void
+node_tls_start(CallState *cs, int i)
+{
+	RedlockNodeSet *set = cs->set;
+	RedlockNode *node = &set->nodes[i];
+	char		why[REDLOCK_NODE_ERROR_LEN];
+
+	if (set->tls_context == NULL)
+		set->tls_context = redlock_tls_context_new(&set->tls, why, sizeof(why));
+	if (set->tls_context)
+		node->tls = redlock_tls_session_start(set->tls_context, set->tls.verify, node->ctx,
+											  node->addr.host, why, sizeof(why));
+	if (node->tls == NULL)
+	{
+		node_fail(cs, i, why);
+		return;
+	}
+	node_tls_step(cs, i);
+}
+
+/*
+ * Completes node i's non-blocking connect on the event it waited for: the TCP
+ * connect once the socket is writable, then, with TLS, the handshake.
+ */
+static void
+node_finish_connect(CallState *cs, int i)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+	int			err;
+
+	if (node->tls)
+	{
+		node_tls_step(cs, i);
+		return;
+	}
+	err = node_connect_error(node);
+	if (err != 0)
+	{
+		char		why[REDLOCK_NODE_ERROR_LEN];
+
+		snprintf(why, sizeof(why), "could not connect: %s", strerror(err));
+		node_fail(cs, i, why);
+		return;
+	}
+	if (cs->set->tls.enabled && node->addr.port != 0)
+		node_tls_start(cs, i);
+	else
+		node_connected(cs, i);
+}
+
 /* The socket events node waits for now. */
 static uint32
 node_wanted_events(const RedlockNode *node)
 {
+	if (node->connecting && node->tls)
+		return node->tls_want_read ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 	return (node->connecting || node->writing) ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
 }
 
@@ -1320,9 +1460,11 @@ wait_for_nodes(CallState *cs, bool cleanup)
 				continue;		/* closed earlier in this batch */
 
 			i = node - set->nodes;
-			if ((events[e].events & WL_SOCKET_WRITEABLE) && node->connecting)
+			if (node->connecting)
 				node_finish_connect(cs, i);
-			if (node->ctx && node->writing && (events[e].events & WL_SOCKET_WRITEABLE))
+			if (node->ctx == NULL || node->connecting)
+				continue;		/* the event was the TLS handshake's */
+			if (node->writing && (events[e].events & WL_SOCKET_WRITEABLE))
 				node_write(cs, i);
 			if (node->ctx && (events[e].events & WL_SOCKET_READABLE))
 				node_read(cs, i);

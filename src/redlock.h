@@ -68,6 +68,11 @@ extern bool redlock_auto_extend;
 extern bool redlock_cancel_on_loss;
 extern int	redlock_max_auto_extended_locks;
 extern int	redlock_quorum;
+extern bool redlock_tls;
+extern int	redlock_tls_verify;
+extern char *redlock_tls_ca_file;
+extern char *redlock_tls_cert_file;
+extern char *redlock_tls_key_file;
 extern const RedlockServerList *redlock_server_list;
 extern uint64 redlock_connection_generation;
 
@@ -79,6 +84,58 @@ extern const char *redlock_servers_text(void);
 extern const char *redlock_effective_password(void);
 extern int	redlock_quorum_for(int setting, int count);
 extern const char *redlock_quorum_problem(int setting, int count);
+
+/* ---- TLS to the masters: tls.c, used by node.c; settings in guc.c ---- */
+
+/* How much of a master's certificate redlock.tls_verify checks. */
+typedef enum RedlockTlsVerify
+{
+	REDLOCK_TLS_VERIFY_FULL,	/* a trusted chain that names the configured host */
+	REDLOCK_TLS_VERIFY_CA,		/* a trusted chain only */
+	REDLOCK_TLS_VERIFY_NONE		/* nothing: encryption without authentication */
+} RedlockTlsVerify;
+
+/* The TLS settings of one configuration. */
+typedef struct RedlockTlsConfig
+{
+	bool		enabled;		/* redlock.tls */
+	RedlockTlsVerify verify;
+	char		ca_file[MAXPGPATH]; /* "" for the system's trusted CAs */
+	char		cert_file[MAXPGPATH];	/* "" for no client certificate */
+	char		key_file[MAXPGPATH];
+} RedlockTlsConfig;
+
+/* One step of a handshake. */
+typedef enum RedlockTlsStep
+{
+	REDLOCK_TLS_DONE,
+	REDLOCK_TLS_WANT_READ,
+	REDLOCK_TLS_WANT_WRITE,
+	REDLOCK_TLS_FAILED
+} RedlockTlsStep;
+
+/* OpenSSL's SSL_CTX and SSL, opaque outside tls.c. */
+typedef struct ssl_ctx_st RedlockTlsContext;
+typedef struct ssl_st RedlockTlsSession;
+struct redisContext;
+
+extern void redlock_tls_config(RedlockTlsConfig *config);	/* guc.c */
+extern bool redlock_tls_config_equal(const RedlockTlsConfig *a, const RedlockTlsConfig *b);
+extern bool redlock_tls_supported(char *why, size_t whylen);
+extern RedlockTlsContext *redlock_tls_context_new(const RedlockTlsConfig *config,
+												  char *why, size_t whylen);
+extern void redlock_tls_context_free(RedlockTlsContext *context);
+extern RedlockTlsSession *redlock_tls_session_start(RedlockTlsContext *context,
+													RedlockTlsVerify verify,
+													struct redisContext *conn,
+													const char *host, char *why,
+													size_t whylen);
+extern RedlockTlsStep redlock_tls_handshake(RedlockTlsSession *session, char *why,
+											size_t whylen);
+extern void redlock_tls_clear_errors(void);
+extern bool redlock_tls_io_error(char *why, size_t whylen);
+extern bool redlock_tls_pending(RedlockTlsSession *session);
+extern bool redlock_tls_gone_while_idle(RedlockTlsSession *session);
 
 /* ---- the clock: clock.c (a leaf) ---- */
 
@@ -158,7 +215,8 @@ extern void redlock_script_register(RedlockScript *script);
 extern RedlockNodeSet *redlock_nodeset_current(void);
 extern RedlockNodeSet *redlock_nodeset_for(const RedlockServerList *list,
 										   const char *username, const char *password,
-										   int database, int quorum);
+										   int database, int quorum,
+										   const RedlockTlsConfig *tls);
 extern void redlock_nodeset_pin(RedlockNodeSet *set);
 extern void redlock_nodeset_unpin(RedlockNodeSet *set);
 extern int	redlock_nodeset_size(const RedlockNodeSet *set);
@@ -345,6 +403,7 @@ typedef struct RedlockRegistryConfig
 	char		servers[8192];
 	char		username[256];
 	char		password[256];
+	RedlockTlsConfig tls;
 } RedlockRegistryConfig;
 
 /*

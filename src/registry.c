@@ -240,8 +240,10 @@ config_acquire(void)
 	const char *servers = redlock_servers_text();
 	const char *username = redlock_username ? redlock_username : "";
 	const char *password = redlock_effective_password();
+	RedlockTlsConfig tls;
 	int			free_slot = -1;
 
+	redlock_tls_config(&tls);
 	for (int i = 0; i < REGISTRY_CONFIGS; i++)
 	{
 		RegistryConfig *c = &registry->configs[i];
@@ -254,7 +256,8 @@ config_acquire(void)
 		}
 		if (c->c.database == redlock_database && c->c.quorum == redlock_quorum &&
 			strcmp(c->c.servers, servers) == 0 &&
-			strcmp(c->c.username, username) == 0 && strcmp(c->c.password, password) == 0)
+			strcmp(c->c.username, username) == 0 && strcmp(c->c.password, password) == 0 &&
+			redlock_tls_config_equal(&c->c.tls, &tls))
 		{
 			c->refs++;
 			return i;
@@ -271,6 +274,7 @@ config_acquire(void)
 		strlcpy(c->c.servers, servers, sizeof(c->c.servers));
 		strlcpy(c->c.username, username, sizeof(c->c.username));
 		strlcpy(c->c.password, password, sizeof(c->c.password));
+		c->c.tls = tls;
 	}
 	return free_slot;
 }

@@ -102,7 +102,7 @@ set_for_slot(int slot, uint32 generation)
 	if (list == NULL)
 		return NULL;
 	cached->set = redlock_nodeset_for(list, config->username, config->password,
-									  config->database, config->quorum);
+									  config->database, config->quorum, &config->tls);
 	cached->generation = generation;
 	free(list);
 	pfree(config);
