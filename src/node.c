@@ -868,17 +868,26 @@ node_fail_io(CallState *cs, int i)
 	RedlockNode *node = &cs->set->nodes[i];
 	char		why[REDLOCK_NODE_ERROR_LEN];
 
-	if (node->tls && redlock_tls_io_error(why, sizeof(why)))
-		node_fail(cs, i, why);
-	else if (node->tls && node->handshake_owed > 0 && !node->handshake_verified)
+	char		reason[REDLOCK_NODE_ERROR_LEN];
+
+	if (node->tls == NULL)
 	{
-		/* A master that wants a client certificate closes, often without an alert. */
-		snprintf(why, sizeof(why), "%s, right after the TLS handshake: does the master require a client certificate (redlock.tls_cert_file)?",
-				 node->ctx->errstr);
-		node_fail(cs, i, why);
-	}
-	else
 		node_fail(cs, i, node->ctx->errstr);
+		return;
+	}
+	if (!redlock_tls_io_error(reason, sizeof(reason)))
+		strlcpy(reason, node->ctx->errstr, sizeof(reason));
+
+	/*
+	 * A master that wants a client certificate closes a connection without one after
+	 * the handshake, and its alert is often lost to the reset: say what it may be.
+	 */
+	if (node->handshake_owed > 0 && !node->handshake_verified && strstr(reason, "certificate") == NULL)
+		snprintf(why, sizeof(why), "%s, right after the TLS handshake: does the master require a client certificate (redlock.tls_cert_file)?",
+				 reason);
+	else
+		strlcpy(why, reason, sizeof(why));
+	node_fail(cs, i, why);
 }
 
 /* Reads what node's socket holds into hiredis' buffer; false on an I/O error. */
@@ -1416,7 +1425,9 @@ wait_for_nodes(CallState *cs, bool cleanup)
 			{
 				char		why[REDLOCK_NODE_ERROR_LEN];
 
-				snprintf(why, sizeof(why), "timed out after %d ms", (int) (now - cs->start_ms));
+				snprintf(why, sizeof(why), "timed out after %d ms%s", (int) (now - cs->start_ms),
+						 set->nodes[i].connecting && set->nodes[i].tls ?
+						 " in the TLS handshake: does the master serve TLS on this port?" : "");
 				node_fail(cs, i, why);
 				continue;
 			}
@@ -1502,6 +1513,9 @@ node_start_call(CallState *cs, int i)
 	NodeCall   *call = &cs->calls[i];
 	char		why[REDLOCK_NODE_ERROR_LEN];
 
+	/* As the last call left it: an old connection found dead below does not count. */
+	bool		failed_last_time = node->failed_recently;
+
 	if (node->ctx && node->owed_len > 0 && !node->connecting)
 		node_read(cs, i);
 	if (node->ctx && node->owed_len > 0 &&
@@ -1536,9 +1550,12 @@ node_start_call(CallState *cs, int i)
 		 * The first connection of this configuration to a master that did not fail
 		 * last time is awaited, so that its handshake does not keep the command from
 		 * it; one that failed is not, so that a hung master costs one timeout, not
-		 * one per call.
+		 * one per call.  With TLS every new connection is awaited: its commands cannot
+		 * go out before the TLS handshake, which only a call's wait drives, so a call
+		 * decided without it would leave a restarted master without the lock.
 		 */
-		call->must_answer = !node->failed_recently && !node->handshake_verified;
+		call->must_answer = !failed_last_time &&
+			(!node->handshake_verified || (cs->set->tls.enabled && node->addr.port != 0));
 	}
 	if (node->handshake_owed > 0 && !node->handshake_verified)
 	{

@@ -2,6 +2,8 @@
 #
 #   my $redis = RedisMasters->new(5);            # 5 masters on free ports, under tmp_check
 #   RedisMasters->new(5, redis_args => ['--appendonly', 'yes', '--appendfsync', 'always']);
+#   RedisMasters->new(5, tls => { ca => $ca, cert => $crt, key => $key,   # TLS only, on
+#       client_cert => $c, client_key => $k });    # the same ports; redis-cli uses --tls
 #   my $node  = RedisMasters::redlock_node('main', $redis, $RedisMasters::ROOMY_CONF);
 #   $redis->redis_cli(0, 'PTTL', 'k');           # output of redis-cli, chomped
 #   $redis->auth($pw);                           # redis-cli authenticates from now on
@@ -54,7 +56,10 @@ our $ROOMY_CONF = "redlock.timeout = 1000ms\nredlock.connect_timeout = 2000ms\n"
 
 # Starts N masters (default 5) on free ports and waits until each answers PING.
 # Option redis_args: more redis-server arguments (they override the defaults, e.g. to
-# turn on AOF persistence); used at every (re)start.
+# turn on AOF persistence); used at every (re)start.  Option tls: the masters serve TLS
+# only (tls-port, no plain port), with certificate cert and key key, trusting ca for
+# client certificates (required unless tls->{auth_clients} is 'no'); redis_cli then
+# connects with TLS, trusting ca and presenting client_cert and client_key.
 sub new
 {
 	my ($class, $n, %opts) = @_;
@@ -65,6 +70,7 @@ sub new
 		ports => [],
 		pids => [],
 		redis_args => $opts{redis_args} // [],
+		tls => $opts{tls},
 	}, $class;
 	for my $i (0 .. $n - 1)
 	{
@@ -105,7 +111,13 @@ sub _start
 	my $dir = "$self->{dir}/redis$i";
 	make_path($dir);
 	unlink "$dir/redis.pid";
-	system($SERVER, '--port', $port, '--bind', '127.0.0.1', '--save', '',
+	my $tls = $self->{tls};
+	my @listen = $tls
+	  ? ('--port', 0, '--tls-port', $port, '--tls-cert-file', $tls->{cert},
+		'--tls-key-file', $tls->{key}, '--tls-ca-cert-file', $tls->{ca},
+		'--tls-auth-clients', $tls->{auth_clients} // 'yes')
+	  : ('--port', $port);
+	system($SERVER, @listen, '--bind', '127.0.0.1', '--save', '',
 		'--appendonly', 'no', '--daemonize', 'yes', '--pidfile', "$dir/redis.pid",
 		'--logfile', "$dir/redis.log", '--dir', $dir, @{ $self->{redis_args} }) == 0
 	  or die "$SERVER on port $port did not start";
@@ -178,7 +190,11 @@ sub redis_cli
 	my ($out, $err) = ('', '');
 	my @auth = defined $self->{password}
 	  ? ('--no-auth-warning', '-a', $self->{password}) : ();
-	IPC::Run::run([ $CLI, '-h', '127.0.0.1', '-p', $port, @auth, @args ],
+	my $tls = $self->{tls};
+	my @tls = $tls
+	  ? ('--tls', '--cacert', $tls->{ca}, '--cert', $tls->{client_cert}, '--key', $tls->{client_key})
+	  : ();
+	IPC::Run::run([ $CLI, '-h', '127.0.0.1', '-p', $port, @tls, @auth, @args ],
 		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(30));
 	$out .= $err;
 	chomp $out;

@@ -1,0 +1,289 @@
+# TLS to the Redis masters (redlock.tls and its files), against redis-server with TLS only.
+#
+# A build without TLS (hiredis 0.14, Debian 12) must refuse redlock.tls = on with 0A000
+# and name its hiredis; that is all it is tested for.  A build with TLS (hiredis 1.x
+# with hiredis_ssl and OpenSSL's headers: Debian 13, sid) is expected wherever those
+# headers are, and there: locks taken, contended, extended and released over TLS with
+# client certificates; a wrong CA refused with a prompt 08006 naming every master and
+# "certificate verify failed"; a certificate for another name refused under
+# tls_verify = full and accepted under ca; a missing client certificate, a plain client
+# against TLS masters and TLS against plain masters each a clear 08006; bad files named;
+# a hung TLS master bounded by connect_timeout; connections the masters closed, and a
+# restarted master, reconnected with a new handshake; the auto-extend worker renewing
+# over TLS; and plain users kept away from the settings.
+
+use strict;
+use warnings;
+
+use File::Copy;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use RedisMasters;
+
+# The Makefile's probe: TLS is built when both headers are found.
+my $tls_expected = system(
+	q{printf '#include <openssl/ssl.h>\n#include <hiredis/hiredis_ssl.h>\n' | cc -E -x c - >/dev/null 2>&1}
+) == 0;
+note 'hiredis_ssl and OpenSSL headers ' . ($tls_expected ? 'found: a TLS build' : 'absent: a build without TLS');
+
+if (!$tls_expected)
+{
+	my $redis = RedisMasters->new(3);
+	my $node = RedisMasters::redlock_node('notls', $redis, $RedisMasters::ROOMY_CONF);
+	my ($rc, $out, $err) = $node->psql('postgres', "SET redlock.tls = on",
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/ERROR:\s+0A000: TLS is not supported by this build of redlock/,
+		'without TLS: redlock.tls = on is refused with 0A000');
+	like($err, qr/DETAIL:\s+This build of redlock uses hiredis \d+\.\d+\.\d+, without its TLS library/,
+		'... the detail names the hiredis it was built with');
+	is($node->safe_psql('postgres', "SET redlock.tls = off; SHOW redlock.tls"), 'off',
+		'... off is accepted');
+	is($node->safe_psql('postgres', "SELECT redlock_acquire('plain-job', 10000)"), 't',
+		'... and plain connections still work');
+	$node->stop;
+	done_testing();
+	exit 0;
+}
+
+# ---- certificates: a CA, another CA, the masters', a client's, one for another name ----
+
+my $certs = PostgreSQL::Test::Utils::tempdir('certs');
+
+sub openssl
+{
+	my @args = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'openssl', @args ], '<', \undef, '>', \$out, '2>', \$err)
+	  or die "openssl @args failed: $err";
+	return;
+}
+
+sub make_ca
+{
+	my ($name) = @_;
+	openssl('req', '-x509', '-new', '-nodes', '-newkey', 'rsa:2048', '-days', '2',
+		'-keyout', "$certs/$name.key", '-out', "$certs/$name.crt", '-subj', "/CN=redlock test $name");
+	return;
+}
+
+sub make_cert
+{
+	my ($name, $ca, $san) = @_;
+	openssl('req', '-new', '-nodes', '-newkey', 'rsa:2048', '-keyout', "$certs/$name.key",
+		'-out', "$certs/$name.csr", '-subj', "/CN=$name");
+	PostgreSQL::Test::Utils::append_to_file("$certs/$name.ext", "subjectAltName=$san\n");
+	openssl('x509', '-req', '-in', "$certs/$name.csr", '-CA', "$certs/$ca.crt", '-CAkey',
+		"$certs/$ca.key", '-CAcreateserial', '-days', '2', '-out', "$certs/$name.crt",
+		'-extfile', "$certs/$name.ext");
+	chmod 0600, "$certs/$name.key";
+	return;
+}
+
+make_ca('ca');
+make_ca('other-ca');
+make_cert('server', 'ca', 'IP:127.0.0.1,DNS:localhost');
+make_cert('client', 'ca', 'DNS:redlock-client');
+make_cert('elsewhere', 'ca', 'DNS:elsewhere.invalid');
+copy("$certs/client.key", "$certs/client-open.key") or die;
+chmod 0644, "$certs/client-open.key";
+
+my %tls = (
+	ca => "$certs/ca.crt",
+	cert => "$certs/server.crt",
+	key => "$certs/server.key",
+	client_cert => "$certs/client.crt",
+	client_key => "$certs/client.key");
+
+my $redis = RedisMasters->new(5, tls => \%tls);
+my @ports = $redis->ports;
+is($redis->redis_cli(0, 'PING'), 'PONG', 'the masters answer redis-cli over TLS');
+
+my $tls_conf = qq{
+redlock.tls = on
+redlock.tls_ca_file = '$certs/ca.crt'
+redlock.tls_cert_file = '$certs/client.crt'
+redlock.tls_key_file = '$certs/client.key'
+shared_preload_libraries = 'redlock'
+};
+my $node = RedisMasters::redlock_node('tls', $redis, $RedisMasters::ROOMY_CONF . $tls_conf);
+
+my $a = session($node);
+my $b = session($node);
+my ($out, $err, $secs);
+
+# ---- the main path over TLS ----
+
+($out, $err) = sql($a, "SELECT redlock_acquire('tls-job', 30000)");
+is($out, 't', 'acquire over TLS with a client certificate');
+is($err, '', '... no error');
+my @tokens = grep { /^[0-9a-f]{40}$/ } $redis->redis_all('GET', 'tls-job');
+is(scalar(@tokens), 5, '... the token is on all 5 masters');
+($out) = sql($b, "SELECT redlock_acquire('tls-job', 30000, 0)");
+is($out, 'f', 'a second session is refused the held lock');
+($out) = sql($a, "SELECT redlock_extend('tls-job', 60000)");
+is($out, 't', 'extend over TLS');
+cmp_ok($redis->redis_cli(0, 'PTTL', 'tls-job'), '>', 30000, '... the PTTL is past the first TTL');
+($out) = sql($a, "SELECT count(*) FROM redlock_nodes() WHERE connected AND last_error IS NULL");
+is($out, '5', 'redlock_nodes(): 5 masters connected, no error');
+($out) = sql($a, "SELECT redlock_release('tls-job')");
+is($out, 't', 'release over TLS');
+$redis->no_keys_left;
+
+# ---- connections the masters closed, and a restarted master ----
+
+$redis->redis_all('CLIENT', 'KILL', 'TYPE', 'normal');
+($out, $err) = sql($a, "SELECT redlock_acquire('tls-after-kill', 30000)");
+is($out, 't', 'after the masters closed every connection, the next acquire reconnects');
+is($err, '', '... without an error');
+($out) = sql($a, "SELECT count(*) FROM redlock_nodes() WHERE errors > 0");
+is($out, '0', '... and no master counts an error (the closed connections were seen idle)');
+sql($a, "SELECT redlock_release('tls-after-kill')");
+
+# Master 0 stopped while a lock is released, then killed: the release is decided
+# without it and its reply stays owed on the old connection, which the next call finds
+# dead (the master was restarted) before it opens a new one.  That new connection must still be awaited
+# through its TLS handshake, or the call would be decided by the others and leave the
+# restarted master without the lock.
+($out) = sql($a, "SELECT redlock_acquire('tls-before-restart', 30000)");
+$redis->stop(0);
+($out) = sql($a, "SELECT redlock_release('tls-before-restart')");
+is($out, 't', 'a release decided while master 0 is stopped');
+$redis->kill9(0);    # still stopped: it never answers the release
+$redis->restart(0);
+($out, $err) = sql($a, "SELECT redlock_acquire('tls-after-restart', 30000)");
+is($out, 't', 'after a master restarted, the next acquire succeeds');
+# Checked at once, not polled: the call returns only after master 0 answered.
+is($redis->redis_cli(0, 'EXISTS', 'tls-after-restart'), '1',
+	'... and the restarted master, reached with a new TLS handshake, held the key when it returned')
+  or diag(join("\n", sql($a, "SELECT node, connected, last_error, requests, replies, errors FROM redlock_nodes()")));
+sql($a, "SELECT redlock_release('tls-after-restart')");
+
+# ---- errors: each a prompt 08006 naming the masters with the reason ----
+
+# Checks that ERR is a prompt 08006 whose detail lines name masters with WORDS.
+sub tls_error
+{
+	my ($what, $err, $secs, $words, $limit) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	like($err, qr/ERROR:\s+08006: could not acquire lock on resource/, "$what: ERROR 08006");
+	my ($detail) = $err =~ /DETAIL:\s+(.*?)(?:\nLOCATION:|\z)/s;
+	my @lines = split /\n/, $detail // '';
+	cmp_ok(scalar(@lines), '>=', 3, "$what: the detail names at least 3 masters") or diag($err);
+	is(scalar(grep { /^127\.0\.0\.1:\d+: .*$words/ } @lines), scalar(@lines),
+		"$what: every detail line says $words") or diag($err);
+	cmp_ok($secs, '<', $limit // 2, "$what: returned at once (${secs}s)");
+	return;
+}
+
+sub try_acquire
+{
+	my ($session, $settings, $resource) = @_;
+	sql($session, "SET $_") for @$settings;
+	my ($o, $e, $s) = sql($session, "SELECT redlock_acquire('$resource', 10000, 0)");
+	sql($session, "RESET ALL");
+	return ($o, $e, $s);
+}
+
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_ca_file = '$certs/other-ca.crt'"], 'wrong-ca');
+tls_error('a CA that did not sign the masters', $err, $secs,
+	qr/TLS handshake failed: certificate verify failed: /);
+
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_ca_file = '$certs/other-ca.crt'", "redlock.tls_verify = none"],
+	'verify-none');
+is($out, 't', 'tls_verify = none: the same wrong CA is not checked (encryption only)');
+is($err, '', '... no error');
+sql($b, "SELECT redlock_release_all()");
+
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_cert_file = ''", "redlock.tls_key_file = ''"], 'no-client-cert');
+tls_error('no client certificate for masters that require one', $err, $secs,
+	qr/(?:certificate required|client certificate)/);
+
+($out, $err, $secs) = try_acquire($b, ["redlock.tls = off"], 'plain-to-tls');
+tls_error('a plain client against TLS-only masters', $err, $secs, qr/\w/);
+
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_ca_file = '$certs/missing.crt'"], 'missing-ca');
+tls_error('a CA file that does not exist', $err, $secs,
+	qr/could not load redlock\.tls_ca_file "\Q$certs\E\/missing\.crt": No such file or directory/);
+
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_key_file = '$certs/client-open.key'"], 'open-key');
+tls_error('a world-readable key file', $err, $secs,
+	qr/redlock\.tls_key_file "\Q$certs\E\/client-open\.key" has group or world access/);
+
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_key_file = '$certs/elsewhere.key'"], 'mismatched-key');
+tls_error('a key that does not match the certificate', $err, $secs, qr/redlock\.tls_key_file/);
+
+# ---- host verification: a master whose certificate names another host ----
+
+my $odd = RedisMasters->new(1, tls => { %tls, cert => "$certs/elsewhere.crt", key => "$certs/elsewhere.key" });
+my $odd_server = $odd->servers_guc;
+($out, $err) = try_acquire($b, ["redlock.servers = '$odd_server'"], 'other-name');
+like($err, qr/ERROR:\s+08006: .*\n.*DETAIL:\s+\Q$odd_server\E: TLS handshake failed: certificate verify failed: IP address mismatch/,
+	'tls_verify = full: a certificate for another name is refused (IP address mismatch)')
+  or diag($err);
+($out, $err) = try_acquire($b, ["redlock.servers = '$odd_server'", "redlock.tls_verify = ca"], 'other-name');
+is($out, 't', 'tls_verify = ca: the same certificate is accepted (the chain is trusted)');
+is($err, '', '... no error');
+sql($b, "SELECT redlock_release_all()");
+$odd->stop_all;
+
+# ---- TLS against plain masters ----
+
+# A plain Redis waits for the rest of a "command" that never ends: connect_timeout
+# bounds it, and the detail says where it stopped.
+my $plain = RedisMasters->new(3);
+($out, $err, $secs) = try_acquire($b, ["redlock.servers = '" . $plain->servers_guc . "'",
+	"redlock.connect_timeout = '500ms'"], 'tls-to-plain');
+tls_error('TLS against plain masters', $err, $secs,
+	qr/(?:TLS handshake failed: |timed out after \d+ ms in the TLS handshake: does the master serve TLS on this port\?)/);
+$plain->stop_all;
+
+# ---- a hung TLS master: the handshake is bounded by connect_timeout ----
+
+# Three masters stopped: TCP connects (the kernel accepts), the TLS handshake never ends.
+sql($b, "SELECT redlock_release_all()");
+$redis->stop($_) for 0 .. 2;
+$redis->redis_cli(3, 'CLIENT', 'KILL', 'TYPE', 'normal');
+$redis->redis_cli(4, 'CLIENT', 'KILL', 'TYPE', 'normal');
+my $c = session($node);    # new connections, so every master gets a handshake
+($out, $err, $secs) = try_acquire($c, ["redlock.connect_timeout = '300ms'", "redlock.timeout = '300ms'"], 'hung-handshake');
+$redis->cont($_) for 0 .. 2;
+like($err, qr/ERROR:\s+08006: could not acquire lock on resource "hung-handshake"/,
+	'three hung TLS masters: 08006') or diag($err);
+like($err, qr/timed out/, '... the detail says the stopped masters timed out') or diag($err);
+cmp_ok($secs, '<', 1.5, "... within connect_timeout and a margin (${secs}s for 300 ms)");
+($out, $err) = sql($c, "SELECT redlock_acquire('after-hung', 10000)");
+is($out, 't', 'once they run again, the same session acquires');
+sql($c, "SELECT redlock_release('after-hung')");
+
+# ---- the auto-extend worker renews over TLS (its own connections, same settings) ----
+
+sql($a, "SET redlock.auto_extend = on");
+($out, $err) = sql($a, "SELECT redlock_acquire('tls-auto', 1500)");
+is($out, 't', 'an auto-extended lock over TLS');
+sql($a, "SET redlock.auto_extend = off");
+sleep 4;
+is(scalar(grep { /^[0-9a-f]{40}$/ } $redis->redis_all('GET', 'tls-auto')), 5,
+	'after 4 s (2.7 TTLs) the worker has kept it on all 5 masters');
+($out) = sql($a, "SELECT count(*) FROM redlock_locks() WHERE resource = 'tls-auto' AND NOT lost");
+is($out, '1', '... and its owner still holds it');
+($out) = sql($a, "SELECT redlock_release('tls-auto')");
+is($out, 't', '... released');
+
+# ---- privileges: only superusers set where and how backends connect ----
+
+$node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
+for my $setting ("redlock.tls = off", "redlock.tls_verify = none", "redlock.tls_ca_file = ''",
+	"redlock.tls_cert_file = ''", "redlock.tls_key_file = ''")
+{
+	my ($rc, $o, $e) = $node->psql('postgres', "SET $setting",
+		extra_params => [ '-U', 'plain', '-v', 'VERBOSITY=verbose' ]);
+	like($e, qr/42501: permission denied to set parameter/, "a plain user cannot SET $setting");
+}
+
+$_->quit for ($a, $b, $c);
+RedisMasters::no_crash($node);
+$node->stop;
+done_testing();
