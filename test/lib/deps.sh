@@ -4,13 +4,15 @@
 # rl_install_deps installs the Debian packages with apt-get, and does nothing when they
 # are all installed already, so that reruns stay quick.  Must run as root.
 # RL_PG_MAJOR (default 15, Debian 12's) picks the PostgreSQL version: test/matrix sets 17
-# in a Debian 13 root and 18 in a sid root.
+# in a Debian 13 root and 18 in a sid root.  libssl-dev: where hiredis has its TLS
+# library (1.0 and later) the build then always has TLS; openssl: test/t/060_tls.pl
+# makes its certificates with it.
 
 RL_PG_MAJOR=${RL_PG_MAJOR:-15}
 RL_DEB_PACKAGES=(
 	make gcc libc6-dev
 	"postgresql-$RL_PG_MAJOR" "postgresql-server-dev-$RL_PG_MAJOR" "postgresql-$RL_PG_MAJOR-cron"
-	libhiredis-dev redis-server redis-tools
+	libhiredis-dev libssl-dev openssl redis-server redis-tools
 	libipc-run-perl perl
 	pgbouncer
 )
