@@ -10,17 +10,22 @@
 # against TLS masters and TLS against plain masters each a clear 08006; bad files named;
 # a hung TLS master bounded by connect_timeout; connections the masters closed, and a
 # restarted master, reconnected with a new handshake; the auto-extend worker renewing
-# over TLS; and plain users kept away from the settings.
+# over TLS; plain users kept away from the settings; and the mutual-exclusion checker
+# over TLS while masters are killed, restarted (new handshakes) and frozen, with its
+# negative control (a majority restarted empty) seen as violations on the same path.
 
 use strict;
 use warnings;
 
 use File::Copy;
+use FindBin;
+use lib "$FindBin::RealBin/../checker";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
+use Checker;
 use RedisMasters;
 
 # The Makefile's probe: TLS is built when both headers are found.
@@ -106,9 +111,9 @@ redlock.tls = on
 redlock.tls_ca_file = '$certs/ca.crt'
 redlock.tls_cert_file = '$certs/client.crt'
 redlock.tls_key_file = '$certs/client.key'
-shared_preload_libraries = 'redlock'
 };
-my $node = RedisMasters::redlock_node('tls', $redis, $RedisMasters::ROOMY_CONF . $tls_conf);
+my $node = RedisMasters::redlock_node('tls', $redis,
+	$RedisMasters::ROOMY_CONF . $tls_conf . "shared_preload_libraries = 'redlock'\n");
 
 my $a = session($node);
 my $b = session($node);
@@ -286,4 +291,19 @@ for my $setting ("redlock.tls = off", "redlock.tls_verify = none", "redlock.tls_
 $_->quit for ($a, $b, $c);
 RedisMasters::no_crash($node);
 $node->stop;
+
+# ---- the mutual-exclusion checker over TLS (README's default timeouts, as 010) ----
+
+my $checker = RedisMasters::redlock_node('tls_checker', $redis, Checker::node_conf() . $tls_conf);
+Checker::setup($checker);
+my %sets = (plain => $redis);
+my $r = Checker::run_scenario($checker, \%sets, 'minority-delayed+sigstop', seconds => 10);
+note(Checker::describe($r));
+Checker::check_run($r);
+cmp_ok($r->{min_nodes}, '>=', 3, 'checker over TLS: no acquisition counted fewer than 3 masters');
+$r = Checker::run_scenario($checker, \%sets, 'unsafe-majority-restart', seconds => 7);
+note(Checker::describe($r));
+Checker::check_run($r);
+RedisMasters::no_crash($checker);
+$checker->stop;
 done_testing();
