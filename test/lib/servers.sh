@@ -7,7 +7,9 @@
 #   rl_check_ports N         fail, saying which, when a port needed is taken
 #   rl_start_masters N       start N masters (RL_REDIS_SERVER, default redis-server; e.g.
 #                            valkey-server, with RL_REDIS_CLI=valkey-cli) on 127.0.0.1,
-#                            ports from RL_REDIS_BASE_PORT (default 28379) up; wait for PING
+#                            ports from RL_REDIS_BASE_PORT (default 28379) up; wait for PING;
+#                            with RL_REDIS_TLS_DIR (certificates of test/lib/certs.sh) they
+#                            serve TLS only, on the same ports, and rl_redis_cli uses TLS
 #   rl_servers_guc           print the redlock.servers value naming the masters
 #   rl_kill_master I         SIGKILL master I (0-based)
 #   rl_start_cluster         initdb + start a cluster on port RL_PG_PORT (default 28432),
@@ -28,6 +30,7 @@ RL_PGBIN=${RL_PGBIN:-/usr/lib/postgresql/${RL_PG_MAJOR:-15}/bin}
 RL_REDIS_BASE_PORT=${RL_REDIS_BASE_PORT:-28379}
 RL_REDIS_SERVER=${RL_REDIS_SERVER:-redis-server}
 RL_REDIS_CLI=${RL_REDIS_CLI:-redis-cli}
+RL_REDIS_TLS_DIR=${RL_REDIS_TLS_DIR:-}
 RL_PG_PORT=${RL_PG_PORT:-28432}
 RL_TMP=
 RL_REDIS_PORTS=()
@@ -134,12 +137,16 @@ rl_start_master()
 		{ rl_error "port $port is in use; choose other Redis ports with RL_REDIS_BASE_PORT=NNNN"; return 1; }
 	mkdir -p "$dir"
 	RL_REDIS_DIRS[i]=$dir
-	"$RL_REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	local listen=(--port "$port")
+	[[ -z $RL_REDIS_TLS_DIR ]] || listen=(--port 0 --tls-port "$port"
+		--tls-cert-file "$RL_REDIS_TLS_DIR/server.crt" --tls-key-file "$RL_REDIS_TLS_DIR/server.key"
+		--tls-ca-cert-file "$RL_REDIS_TLS_DIR/ca.crt")
+	"$RL_REDIS_SERVER" "${listen[@]}" --bind 127.0.0.1 --save '' --appendonly no \
 		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
 		--dir "$dir" ||
 		{ rl_error "$RL_REDIS_SERVER on port $port did not start; see $dir/redis.log"; return 1; }
 	for ((j = 0; j < 100; j++)); do
-		if [[ $("$RL_REDIS_CLI" -h 127.0.0.1 -p "$port" PING 2>/dev/null) == PONG ]] &&
+		if [[ $(_rl_cli_at "$port" PING 2>/dev/null) == PONG ]] &&
 			[[ -n $(rl_pid_of "$dir/redis.pid") ]]; then
 			RL_REDIS_PORTS[i]=$port
 			RL_REDIS_DIRS[i]=$dir
@@ -171,12 +178,25 @@ rl_servers_guc()
 	echo "${items[*]}"
 }
 
+# Runs RL_REDIS_CLI (redis-cli) against 127.0.0.1:PORT, with TLS under RL_REDIS_TLS_DIR.
+_rl_cli_at()
+{
+	local port=$1
+	shift
+	if [[ -n $RL_REDIS_TLS_DIR ]]; then
+		"$RL_REDIS_CLI" -h 127.0.0.1 -p "$port" --tls --cacert "$RL_REDIS_TLS_DIR/ca.crt" \
+			--cert "$RL_REDIS_TLS_DIR/client.crt" --key "$RL_REDIS_TLS_DIR/client.key" "$@"
+	else
+		"$RL_REDIS_CLI" -h 127.0.0.1 -p "$port" "$@"
+	fi
+}
+
 # Runs RL_REDIS_CLI (redis-cli) against master I.
 rl_redis_cli()
 {
 	local i=$1
 	shift
-	"$RL_REDIS_CLI" -h 127.0.0.1 -p "${RL_REDIS_PORTS[i]}" "$@"
+	_rl_cli_at "${RL_REDIS_PORTS[i]}" "$@"
 }
 
 # SIGKILLs master I and waits until it is gone.

@@ -57,41 +57,9 @@ if (!$tls_expected)
 
 my $certs = PostgreSQL::Test::Utils::tempdir('certs');
 
-sub openssl
-{
-	my @args = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'openssl', @args ], '<', \undef, '>', \$out, '2>', \$err)
-	  or die "openssl @args failed: $err";
-	return;
-}
-
-sub make_ca
-{
-	my ($name) = @_;
-	openssl('req', '-x509', '-new', '-nodes', '-newkey', 'rsa:2048', '-days', '2',
-		'-keyout', "$certs/$name.key", '-out', "$certs/$name.crt", '-subj', "/CN=redlock test $name");
-	return;
-}
-
-sub make_cert
-{
-	my ($name, $ca, $san) = @_;
-	openssl('req', '-new', '-nodes', '-newkey', 'rsa:2048', '-keyout', "$certs/$name.key",
-		'-out', "$certs/$name.csr", '-subj', "/CN=$name");
-	PostgreSQL::Test::Utils::append_to_file("$certs/$name.ext", "subjectAltName=$san\n");
-	openssl('x509', '-req', '-in', "$certs/$name.csr", '-CA', "$certs/$ca.crt", '-CAkey',
-		"$certs/$ca.key", '-CAcreateserial', '-days', '2', '-out', "$certs/$name.crt",
-		'-extfile', "$certs/$name.ext");
-	chmod 0600, "$certs/$name.key";
-	return;
-}
-
-make_ca('ca');
-make_ca('other-ca');
-make_cert('server', 'ca', 'IP:127.0.0.1,DNS:localhost');
-make_cert('client', 'ca', 'DNS:redlock-client');
-make_cert('elsewhere', 'ca', 'DNS:elsewhere.invalid');
+# test/lib/certs.sh makes them (ca, other-ca, server, client, elsewhere).
+system('bash', '-c', 'source test/lib/certs.sh && rl_make_certs "$1"', 'certs', $certs) == 0
+  or die "could not make the test certificates in $certs";
 copy("$certs/client.key", "$certs/client-open.key") or die;
 chmod 0644, "$certs/client-open.key";
 
