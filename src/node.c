@@ -456,9 +456,9 @@ set_find_or_build(const SetConfig *config)
 /*
  * redlock_nodeset_current
  *		Returns the node set of the configuration in force (redlock.servers, username,
- *		password, database, quorum, TLS), building it when the configuration changed and no set of
- *		it exists yet.  The previous current set is freed unless a lock pins it.  Raises
- *		only out-of-memory errors.
+ *		password, database, quorum, TLS), building it when the configuration changed
+ *		and no set of it exists yet.  The previous current set is freed unless a lock
+ *		pins it.  Raises only out-of-memory errors.
  */
 RedlockNodeSet *
 redlock_nodeset_current(void)
@@ -867,7 +867,6 @@ node_fail_io(CallState *cs, int i)
 {
 	RedlockNode *node = &cs->set->nodes[i];
 	char		why[REDLOCK_NODE_ERROR_LEN];
-
 	char		reason[REDLOCK_NODE_ERROR_LEN];
 
 	if (node->tls == NULL)
@@ -882,7 +881,8 @@ node_fail_io(CallState *cs, int i)
 	 * A master that wants a client certificate closes a connection without one after
 	 * the handshake, and its alert is often lost to the reset: say what it may be.
 	 */
-	if (node->handshake_owed > 0 && !node->handshake_verified && strstr(reason, "certificate") == NULL)
+	if (node->handshake_owed > 0 && !node->handshake_verified &&
+		strstr(reason, "certificate") == NULL)
 		snprintf(why, sizeof(why), "%s, right after the TLS handshake: does the master require a client certificate (redlock.tls_cert_file)?",
 				 reason);
 	else
