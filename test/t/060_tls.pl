@@ -38,14 +38,18 @@ if (!$tls_expected)
 {
 	my $redis = RedisMasters->new(3);
 	my $node = RedisMasters::redlock_node('notls', $redis, $RedisMasters::ROOMY_CONF);
-	my ($rc, $out, $err) = $node->psql('postgres', "SET redlock.tls = on",
+	# Loaded first: before that, SET only stores a placeholder (checked below).
+	my ($rc, $out, $err) = $node->psql('postgres', "LOAD 'redlock'; SET redlock.tls = on",
 		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 	like($err, qr/ERROR:\s+0A000: TLS is not supported by this build of redlock/,
 		'without TLS: redlock.tls = on is refused with 0A000');
 	like($err, qr/DETAIL:\s+This build of redlock uses hiredis \d+\.\d+\.\d+, without its TLS library/,
 		'... the detail names the hiredis it was built with');
-	is($node->safe_psql('postgres', "SET redlock.tls = off; SHOW redlock.tls"), 'off',
+	is($node->safe_psql('postgres', "LOAD 'redlock'; SET redlock.tls = off; SHOW redlock.tls"), 'off',
 		'... off is accepted');
+	($rc, $out, $err) = $node->psql('postgres', "SET redlock.tls = on; LOAD 'redlock'; SHOW redlock.tls");
+	is($out, 'off', '... and "on" set before the library loaded does not survive its loading')
+	  or diag($err);
 	is($node->safe_psql('postgres', "SELECT redlock_acquire('plain-job', 10000)"), 't',
 		'... and plain connections still work');
 	$node->stop;
