@@ -2,12 +2,25 @@
 # for chroot, and taken out again (sourced, bash; test/matrix and test/deb).
 # shellcheck shell=bash
 #
+#   rl_root_overlay BASE ROOT
+#                           mount at ROOT an overlay of the unpacked root BASE, its writes
+#                           kept in ROOT.upper (and ROOT.work, overlayfs' own), remembering
+#                           the mount: several roots from one unpacked copy, BASE unchanged
 #   rl_root_mount ROOT      bind the four into ROOT, remembering each mount
 #   rl_root_unmount_all     lazily unmount every mount made so far, newest first; call it
 #                           before removing a root, so that rm never reaches the host's
 #                           /dev or /proc
 
 RL_ROOT_MOUNTS=()
+
+rl_root_overlay()
+{
+	local base=$1 root=$2
+	mkdir -p "$root" "$root.upper" "$root.work" &&
+		mount -t overlay overlay \
+			-o "lowerdir=$base,upperdir=$root.upper,workdir=$root.work" "$root" &&
+		RL_ROOT_MOUNTS+=("$root")
+}
 
 rl_root_mount()
 {
