@@ -22,7 +22,10 @@
 #
 # Masters are stopped by PID in stop_all, which DESTROY and END call too.  They are
 # $ENV{RL_REDIS_SERVER} (default redis-server; valkey-server runs the suite against
-# Valkey), driven with $ENV{RL_REDIS_CLI} (default redis-cli; valkey-cli).
+# Valkey), driven with $ENV{RL_REDIS_CLI} (default redis-cli; valkey-cli).  Each master
+# started must say in INFO server that it is the server and version that
+# `RL_REDIS_SERVER --version` names (e.g. Valkey 8.1.1), or the test dies: a run meant
+# for Valkey cannot pass against Redis.  RedisMasters::server_identity returns that name.
 
 package RedisMasters;
 
@@ -45,6 +48,7 @@ my $SERVER = $ENV{RL_REDIS_SERVER} || 'redis-server';
 my $CLI = $ENV{RL_REDIS_CLI} || 'redis-cli';
 
 my @all_masters;
+my $identity;
 
 our $DEBUG_CONF = "log_min_messages = debug1\n";
 
@@ -78,7 +82,7 @@ sub new
 		$self->_start($i);
 	}
 	push @all_masters, $self;
-	note "Redis masters on ports @{ $self->{ports} }";
+	note "$n masters (" . server_identity() . ", $SERVER) on ports @{ $self->{ports} }";
 	return $self;
 }
 
@@ -103,7 +107,31 @@ sub servers_guc
 	return join(',', map { "127.0.0.1:$_" } $self->ports);
 }
 
-# Starts master I on its port; dies unless it answers PING within 10 s.
+# What RL_REDIS_SERVER is, from its --version line: "Redis 7.0.15", "Valkey 8.1.1".
+sub server_identity
+{
+	return $identity if defined $identity;
+	open(my $fh, '-|', $SERVER, '--version') or die "cannot run $SERVER: $!";
+	my $line = <$fh> // '';
+	close $fh;
+	$line =~ /^(\w+) server v=(\S+)/
+	  or die "$SERVER --version does not say which server it is: $line";
+	return $identity = "$1 $2";
+}
+
+# What master I says it is in INFO server: "Valkey 8.1.1" when it reports valkey_version
+# (Valkey also reports the Redis version it is compatible with), else "Redis 7.0.15".
+sub _identity_of
+{
+	my ($self, $i) = @_;
+	my $info = $self->redis_cli($i, 'INFO', 'server');
+	return "Valkey $1" if $info =~ /^valkey_version:(\S+)/m;
+	return "Redis $1" if $info =~ /^redis_version:(\S+)/m;
+	return "unknown (INFO server: " . substr($info, 0, 200) . ")";
+}
+
+# Starts master I on its port; dies unless it answers PING within 10 s and says in
+# INFO server that it is the server RL_REDIS_SERVER names.
 sub _start
 {
 	my ($self, $i) = @_;
@@ -127,6 +155,10 @@ sub _start
 		if ($pid && $self->redis_cli($i, 'PING') eq 'PONG')
 		{
 			$self->{pids}[$i] = $pid;
+			my $is = $self->_identity_of($i);
+			$is eq server_identity()
+			  or die "master $i on port $port is $is, not the "
+			  . server_identity() . " of $SERVER";
 			return;
 		}
 		usleep(100_000);

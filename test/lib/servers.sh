@@ -7,9 +7,12 @@
 #   rl_check_ports N         fail, saying which, when a port needed is taken
 #   rl_start_masters N       start N masters (RL_REDIS_SERVER, default redis-server; e.g.
 #                            valkey-server, with RL_REDIS_CLI=valkey-cli) on 127.0.0.1,
-#                            ports from RL_REDIS_BASE_PORT (default 28379) up; wait for PING;
-#                            with RL_REDIS_TLS_DIR (certificates of test/lib/certs.sh) they
-#                            serve TLS only, on the same ports, and rl_redis_cli uses TLS
+#                            ports from RL_REDIS_BASE_PORT (default 28379) up; wait for PING
+#                            and check that each says in INFO server that it is what
+#                            rl_server_identity names; with RL_REDIS_TLS_DIR
+#                            (certificates of test/lib/certs.sh) they serve TLS only, on
+#                            the same ports, and rl_redis_cli uses TLS
+#   rl_server_identity       print what RL_REDIS_SERVER is: "Redis 7.0.15", "Valkey 8.1.1"
 #   rl_servers_guc           print the redlock.servers value naming the masters
 #   rl_kill_master I         SIGKILL master I (0-based)
 #   rl_start_cluster         initdb + start a cluster on port RL_PG_PORT (default 28432),
@@ -127,10 +130,32 @@ rl_wait_gone()
 	return 1
 }
 
-# Starts master I on port BASE+I and waits until it answers PING.
+# What RL_REDIS_SERVER is, from its --version line: "Redis 7.0.15", "Valkey 8.1.1".
+rl_server_identity()
+{
+	"$RL_REDIS_SERVER" --version 2>/dev/null | sed -nE '1s/^([A-Za-z]+) server v=([^ ]+).*/\1 \2/p'
+}
+
+# What master I says it is in INFO server: "Valkey 8.1.1" when it reports valkey_version
+# (Valkey also reports the Redis version it is compatible with), else "Redis 7.0.15".
+rl_identity_of()
+{
+	local info v
+	info=$(rl_redis_cli "$1" INFO server 2>&1 | tr -d '\r')
+	if v=$(sed -n 's/^valkey_version://p' <<<"$info") && [[ -n $v ]]; then
+		echo "Valkey $v"
+	elif v=$(sed -n 's/^redis_version://p' <<<"$info") && [[ -n $v ]]; then
+		echo "Redis $v"
+	else
+		echo "unknown"
+	fi
+}
+
+# Starts master I on port BASE+I, waits until it answers PING, and checks that it is
+# the server RL_REDIS_SERVER names (a run meant for Valkey cannot pass against Redis).
 rl_start_master()
 {
-	local i=$1 port dir j
+	local i=$1 port dir j is
 	port=$((RL_REDIS_BASE_PORT + i))
 	dir=$RL_TMP/redis$i
 	rl_port_free "$port" ||
@@ -150,6 +175,9 @@ rl_start_master()
 			[[ -n $(rl_pid_of "$dir/redis.pid") ]]; then
 			RL_REDIS_PORTS[i]=$port
 			RL_REDIS_DIRS[i]=$dir
+			is=$(rl_identity_of "$i")
+			[[ $is == "$(rl_server_identity)" ]] ||
+				{ rl_error "master $i on port $port is $is, not the $(rl_server_identity) of $RL_REDIS_SERVER"; return 1; }
 			return 0
 		fi
 		sleep 0.1
@@ -165,7 +193,7 @@ rl_start_masters()
 	for ((i = 0; i < n; i++)); do
 		rl_start_master "$i" || return 1
 	done
-	rl_log "$n Redis masters up on ports ${RL_REDIS_PORTS[*]}"
+	rl_log "$n masters ($(rl_server_identity), $RL_REDIS_SERVER) up on ports ${RL_REDIS_PORTS[*]}"
 }
 
 # The redlock.servers value for the running masters.
