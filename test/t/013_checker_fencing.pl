@@ -43,6 +43,16 @@ for my $name (
 {
 	next if %only && !$only{$name};
 	my $r = Checker::run_scenario($node, \%masters, $name, seconds => 10);
+
+	# The restart control is a matter of timing: a token repeats only when a holder
+	# after the restart asks within the wall-clock second of a token granted before
+	# it (the clock floor), and a loaded machine's slower restarts can miss that
+	# second every time in one run (0 in one CI run; 4 and 8 in others).  Up to 3 runs.
+	for (my $run = 2; $r->{expect_inversions} && $r->{inversions} + $r->{token_dups} == 0 && $run <= 3; $run++)
+	{
+		note("$name: no token inversion in this run; run $run of at most 3");
+		$r = Checker::run_scenario($node, \%masters, $name, seconds => 10);
+	}
 	push @table, $r;
 	note(Checker::describe($r));
 	Checker::check_run($r);
