@@ -59,6 +59,7 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include "common/cryptohash.h"
@@ -115,7 +116,8 @@ typedef struct RedlockNode
 	int			owed_head;
 	int			owed_len;
 	int			owed_cap;
-	double		progress_ms;	/* last reply, or when it began to owe one */
+	double		progress_ms;	/* last reply or connect step, or when it began
+								 * to owe one */
 	int			event_pos;		/* position in wait_set */
 	uint32		event_mask;		/* socket events registered there */
 	RedlockNodeFigures figures; /* what this backend saw of it (redlock_nodes()) */
@@ -1194,11 +1196,14 @@ node_connected(CallState *cs, int i)
 
 	node->connecting = false;
 	node->figures.connected = true;
+	node->progress_ms = redlock_clock_ms();	/* the handshake is owed from now */
 	if (call_waits_on(call))
 	{
 		call->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
 		call->polled_after_deadline = false;
 	}
+	/* Out at once: a call decided meanwhile would leave it unsent, then judged stale. */
+	node_write(cs, i);
 }
 
 /*
@@ -1249,6 +1254,7 @@ node_tls_start(CallState *cs, int i)
 		node_fail(cs, i, why);
 		return;
 	}
+	node->progress_ms = redlock_clock_ms();	/* the TCP connect is done */
 	node_tls_step(cs, i);
 }
 
@@ -1289,6 +1295,28 @@ node_wanted_events(const RedlockNode *node)
 	if (node->connecting && node->tls)
 		return node->tls_want_read ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 	return (node->connecting || node->writing) ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+}
+
+/*
+ * Takes a connect (and TLS handshake) that an earlier call left under way as far as
+ * what arrived since allows, without waiting: only a call's wait drives it, and a
+ * call decided by the other masters (one that failed last time is not awaited) can
+ * end before its next step.  Otherwise a master slower to connect than the quorum to
+ * answer, or any restarted master under TLS, would be judged stale at every call and
+ * reopened, and never get a lock again while calls come further apart than
+ * redlock.connect_timeout.
+ */
+static void
+node_continue_connect(CallState *cs, int i)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+	struct pollfd pfd;
+
+	pfd.fd = node->ctx->fd;
+	pfd.events = node_wanted_events(node) == WL_SOCKET_READABLE ? POLLIN : POLLOUT;
+	pfd.revents = 0;
+	if (poll(&pfd, 1, 0) > 0)
+		node_finish_connect(cs, i);
 }
 
 /*
@@ -1501,9 +1529,10 @@ wait_for_nodes(CallState *cs, bool cleanup)
 }
 
 /*
- * Gets node i ready for a call: reads what earlier calls left owed, closes a
- * connection that went quiet while owing replies (hung) or that the master closed
- * while it was idle, and opens one if needed.  Then sends the call's commands, or
+ * Gets node i ready for a call: reads what earlier calls left owed, takes further a
+ * connect they left under way, closes a connection that went quiet while owing
+ * replies or connecting (hung; a failed connect) or that the master closed while it
+ * was idle, and opens one if needed.  Then sends the call's commands, or
  * holds them back until the handshake of a new connection is done.
  */
 static void
@@ -1518,6 +1547,8 @@ node_start_call(CallState *cs, int i)
 
 	if (node->ctx && node->owed_len > 0 && !node->connecting)
 		node_read(cs, i);
+	if (node->ctx && node->connecting)
+		node_continue_connect(cs, i);
 	if (node->ctx && node->owed_len > 0 &&
 		cs->start_ms - node->progress_ms >
 		(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms))
@@ -1528,13 +1559,6 @@ node_start_call(CallState *cs, int i)
 		node_close(cs->set, node);
 	}
 	if (node->ctx && node->owed_len == 0 && !node->connecting && node_gone_while_idle(node))
-		node_close(cs->set, node);
-	/*
-	 * A connect an earlier call left in progress that failed meanwhile (refused while
-	 * the master was down): a new connection now, rather than reporting the old failure
-	 * once the master is back.
-	 */
-	if (node->ctx && node->connecting && node_connect_error(node) != 0)
 		node_close(cs->set, node);
 
 	if (node->ctx == NULL)

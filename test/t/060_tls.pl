@@ -138,6 +138,48 @@ is($redis->redis_cli(0, 'EXISTS', 'tls-after-restart'), '1',
   or diag(join("\n", sql($a, "SELECT node, connected, last_error, requests, replies, errors FROM redlock_nodes()")));
 sql($a, "SELECT redlock_release('tls-after-restart')");
 
+# A master that failed last time is not awaited, so a call is decided by the others
+# before its new connection's TLS handshake is done (master 0 is 20 ms away here
+# behind a delay proxy, the others < 1 ms).  The next call must take that handshake
+# further rather than judge the connection stale (older than redlock.connect_timeout)
+# and open another: else, with calls further apart than connect_timeout, the restarted
+# master never gets a lock again.
+my $proxy = Checker::start_proxy($ports[0]);
+Checker::set_delay($proxy, 20, 20);
+my $via_proxy = join(',', "127.0.0.1:$proxy->{port}", map { "127.0.0.1:$_" } @ports[ 1 .. 4 ]);
+sql($a, "SET redlock.servers = '$via_proxy'");
+sql($a, "SET redlock.connect_timeout = 300");
+($out) = sql($a, "SELECT redlock_acquire('tls-far-0', 30000)");
+is($out, 't', 'an acquire with master 0 20 ms away behind a proxy');
+is($redis->redis_cli(0, 'EXISTS', 'tls-far-0'), '1', '... reaches master 0 (a first connection is awaited)');
+$redis->kill9(0);
+for my $k (1 .. 2)
+{
+	Time::HiRes::sleep(0.2);    # the proxy passes on the close 20 ms later
+	($out) = sql($a, "SELECT redlock_acquire('tls-far-$k', 30000)");
+}
+is($out, 't', 'acquires while master 0 is down succeed on the others');
+$redis->restart(0);
+for my $k (3 .. 8)
+{
+	Time::HiRes::sleep(0.6);    # past connect_timeout
+	($out) = sql($a, "SELECT redlock_acquire('tls-far-$k', 30000)");
+}
+is($out, 't', '... and so do 6 more, 600 ms apart, after it restarted');
+my $rejoined = 0;
+for (1 .. 30)
+{
+	last if ($rejoined = $redis->redis_cli(0, 'EXISTS', 'tls-far-8')) eq '1';
+	Time::HiRes::sleep(0.1);
+}
+is($rejoined, '1', '... and the restarted master, not awaited, got the last of them')
+  or diag(join("\n", sql($a, "SELECT node, connected, last_error, requests, replies, errors FROM redlock_nodes()")));
+sql($a, "SELECT redlock_release_all()");
+sql($a, "RESET redlock.servers");
+sql($a, "RESET redlock.connect_timeout");
+$redis->no_keys_left;
+Checker::stop_proxy($proxy);
+
 # ---- errors: each a prompt 08006 naming the masters with the reason ----
 
 # Checks that ERR is a prompt 08006 whose detail lines name masters with WORDS.
