@@ -292,16 +292,25 @@ assign_database(int newval, void *extra pg_attribute_unused())
 		redlock_connection_generation++;
 }
 
+/* True while RedlockGucInit runs: values then were set before the library loaded. */
+static bool defining_gucs = false;
+
 /*
- * redlock.tls can be turned on only in a build with TLS (hiredis_ssl): elsewhere it
- * is refused with 0A000, rather than connecting in clear to masters that expect TLS.
+ * redlock.tls can be SET on only in a build with TLS (hiredis_ssl): elsewhere that is
+ * refused with 0A000.  A value that comes from the configuration (postgresql.conf,
+ * ALTER SYSTEM, a database's or role's setting) or was set before the library loaded
+ * is kept instead: refusing it would leave TLS off and the password would go out in
+ * clear.  Every TCP connection then fails before anything is sent (08006, naming the
+ * build).
  */
 static bool
-check_tls(bool *newval, void **extra pg_attribute_unused(), GucSource source pg_attribute_unused())
+check_tls(bool *newval, void **extra pg_attribute_unused(), GucSource source)
 {
 	char		why[200];
 
 	if (!*newval || redlock_tls_supported(why, sizeof(why)))
+		return true;
+	if (source < PGC_S_INTERACTIVE || defining_gucs)
 		return true;
 	GUC_check_errcode(ERRCODE_FEATURE_NOT_SUPPORTED);
 	GUC_check_errmsg("TLS is not supported by this build of redlock");
@@ -411,6 +420,7 @@ redlock_servers_text(void)
 void
 RedlockGucInit(void)
 {
+	defining_gucs = true;
 	DefineCustomStringVariable("redlock.servers",
 							   "Redis masters that hold the locks, as host:port items separated by commas.",
 							   "A lock is held when a majority of them accepted it. "
@@ -612,4 +622,5 @@ RedlockGucInit(void)
 								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("redlock");
+	defining_gucs = false;
 }

@@ -384,12 +384,17 @@ redlock_tls_supported(char *why, size_t whylen)
 	return false;
 }
 
-/* Never called without TLS support: redlock.tls cannot be turned on. */
+/*
+ * Without TLS support: redlock.tls is on only when it came from the configuration,
+ * and every TCP connection fails here, before anything is sent in clear.
+ */
 RedlockTlsContext *
 redlock_tls_context_new(const RedlockTlsConfig *config pg_attribute_unused(),
 						char *why, size_t whylen)
 {
-	redlock_tls_supported(why, whylen);
+	snprintf(why, whylen,
+			 "redlock.tls is on, but this build of redlock has no TLS (hiredis %d.%d.%d, without hiredis_ssl): not connecting in clear",
+			 HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
 	return NULL;
 }
 

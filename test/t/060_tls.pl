@@ -1,7 +1,9 @@
 # TLS to the Redis masters (redlock.tls and its files), against redis-server with TLS only.
 #
-# A build without TLS (hiredis 0.14, Debian 12) must refuse redlock.tls = on with 0A000
-# and name its hiredis; that is all it is tested for.  A build with TLS (hiredis 1.x
+# A build without TLS (hiredis 0.14, Debian 12) must refuse SET redlock.tls = on with
+# 0A000 and name its hiredis, and keep an "on" from the configuration or from before
+# the library loaded but then fail every connection before sending anything in clear;
+# that is all it is tested for.  A build with TLS (hiredis 1.x
 # with hiredis_ssl and OpenSSL's headers: Debian 13, sid) is expected wherever those
 # headers are, and there: locks taken, contended, extended and released over TLS with
 # client certificates; a wrong CA refused with a prompt 08006 naming every master and
@@ -9,7 +11,8 @@
 # tls_verify = full and accepted under ca; a missing client certificate, a plain client
 # against TLS masters and TLS against plain masters each a clear 08006; bad files named;
 # a hung TLS master bounded by connect_timeout; connections the masters closed, and a
-# restarted master, reconnected with a new handshake; the auto-extend worker renewing
+# restarted master, reconnected with a new handshake (also one farther than the
+# quorum, which calls do not await); the auto-extend worker renewing
 # over TLS; plain users kept away from the settings; and the mutual-exclusion checker
 # over TLS while masters are killed, restarted (new handshakes) and frozen, with its
 # negative control (a majority restarted empty) seen as violations on the same path.
@@ -47,11 +50,27 @@ if (!$tls_expected)
 		'... the detail names the hiredis it was built with');
 	is($node->safe_psql('postgres', "LOAD 'redlock'; SET redlock.tls = off; SHOW redlock.tls"), 'off',
 		'... off is accepted');
-	($rc, $out, $err) = $node->psql('postgres', "SET redlock.tls = on; LOAD 'redlock'; SHOW redlock.tls");
-	is($out, 'off', '... and "on" set before the library loaded does not survive its loading')
-	  or diag($err);
-	is($node->safe_psql('postgres', "SELECT redlock_acquire('plain-job', 10000)"), 't',
-		'... and plain connections still work');
+	# Released here, not at exit, so that no release lands while commands are counted.
+	is($node->safe_psql('postgres', "SELECT redlock_acquire('plain-job', 10000) AND redlock_release('plain-job')"),
+		't', '... and plain connections work');
+
+	# "on" from before the library loaded is kept and fails closed: every TCP master
+	# refused before anything is sent in clear (no key, no command counted).
+	my @sent = qw(set script|load eval evalsha);
+	my $calls_before = join(',', $redis->calls(@sent));
+	($rc, $out, $err) = $node->psql('postgres',
+		"SET redlock.tls = on; LOAD 'redlock'; SHOW redlock.tls; SELECT redlock_acquire('clear-job', 10000)",
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	is($out, 'on', '... "on" set before the library loaded is kept');
+	like($err, qr/ERROR:\s+08006: .*\n.*DETAIL:\s+127\.0\.0\.1:\d+: redlock\.tls is on, but this build of redlock has no TLS \(hiredis \d+\.\d+\.\d+, without hiredis_ssl\): not connecting in clear/s,
+		'... and the acquire fails with 08006, naming the build') or diag($err);
+	$node->append_conf('postgresql.conf', "redlock.tls = on\n");
+	$node->reload;
+	($rc, $out, $err) = $node->psql('postgres', "SHOW redlock.tls; SELECT redlock_acquire('clear-job', 10000)");
+	is($out, 'on', 'redlock.tls = on in postgresql.conf is kept');
+	like($err, qr/not connecting in clear/, '... and fails closed too') or diag($err);
+	is(join(',', $redis->calls(@sent)), $calls_before, '... no command reached a master in clear');
+	is(join(',', $redis->redis_all('EXISTS', 'clear-job')), '0,0,0', '... and no master has the key');
 	$node->stop;
 	done_testing();
 	exit 0;
