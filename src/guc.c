@@ -535,7 +535,7 @@ RedlockGucInit(void)
 	DefineCustomEnumVariable("redlock.tls_verify",
 							 "How much of a Redis master's TLS certificate is verified.",
 							 "full: a trusted chain naming the host in redlock.servers; "
-							 "ca: a trusted chain; none: nothing.",
+							 "ca: a chain to redlock.tls_ca_file; none: nothing.",
 							 &redlock_tls_verify,
 							 REDLOCK_TLS_VERIFY_FULL,
 							 tls_verify_options,

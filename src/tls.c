@@ -68,7 +68,11 @@ openssl_error(const char *fallback)
 	{
 		if (reason != NULL)
 			continue;
+#ifdef ERR_SYSTEM_ERROR			/* OpenSSL 3 */
 		if (ERR_SYSTEM_ERROR(e))
+#else
+		if (ERR_GET_LIB(e) == ERR_LIB_SYS)
+#endif
 			reason = strerror(ERR_GET_REASON(e));
 		else
 			reason = ERR_reason_error_string(e);
@@ -113,11 +117,27 @@ key_file_private(const char *path, char *why, size_t whylen)
 }
 
 /*
+ * Asked for an encrypted key's passphrase: there is none to give (OpenSSL's own
+ * callback would read the terminal, and wait).  Notes that it was asked.
+ */
+static int
+no_passphrase(char *buf pg_attribute_unused(), int size pg_attribute_unused(),
+			  int rwflag pg_attribute_unused(), void *asked)
+{
+	*(bool *) asked = true;
+	return 0;
+}
+
+/*
  * redlock_tls_context_new
  *		Builds the TLS context of a configuration: TLS 1.2 or later, renegotiation
  *		refused (after the handshake a write never waits for a read), the trusted CAs
  *		of config->ca_file or else the system's store, the client certificate and key
- *		when given, and peer verification unless config->verify is NONE.
+ *		when given, and peer verification unless config->verify is NONE.  verify = CA
+ *		needs config->ca_file: with the system's store it would accept any publicly
+ *		trusted certificate for any name (libpq refuses verify-ca with the system's
+ *		store likewise).  A certificate needs its key and a key its certificate; an
+ *		encrypted key is refused (nothing could type its passphrase).
  *
  * Returns the context (free it with redlock_tls_context_free), or NULL with why
  * (whylen bytes) saying which file or step failed.  Raises nothing.
@@ -126,6 +146,20 @@ RedlockTlsContext *
 redlock_tls_context_new(const RedlockTlsConfig *config, char *why, size_t whylen)
 {
 	SSL_CTX    *ctx;
+	bool		passphrase_asked = false;
+
+	if (config->verify == REDLOCK_TLS_VERIFY_CA && config->ca_file[0] == '\0')
+	{
+		snprintf(why, whylen, "redlock.tls_verify = ca needs redlock.tls_ca_file (with the system's CAs any public certificate would pass)");
+		return NULL;
+	}
+	if ((config->cert_file[0] == '\0') != (config->key_file[0] == '\0'))
+	{
+		snprintf(why, whylen, "redlock.%s is set but redlock.%s is not",
+				 config->cert_file[0] ? "tls_cert_file" : "tls_key_file",
+				 config->cert_file[0] ? "tls_key_file" : "tls_cert_file");
+		return NULL;
+	}
 
 	ERR_clear_error();
 	ctx = SSL_CTX_new(TLS_client_method());
@@ -165,12 +199,18 @@ redlock_tls_context_new(const RedlockTlsConfig *config, char *why, size_t whylen
 	{
 		if (!key_file_private(config->key_file, why, whylen))
 			goto fail;
+		SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+		SSL_CTX_set_default_passwd_cb_userdata(ctx, &passphrase_asked);
 		if (SSL_CTX_use_PrivateKey_file(ctx, config->key_file, SSL_FILETYPE_PEM) != 1)
 		{
 			snprintf(why, whylen, "could not load redlock.tls_key_file \"%s\": %s",
-					 config->key_file, openssl_error("unknown error"));
+					 config->key_file, passphrase_asked ?
+					 "encrypted keys are not supported" :
+					 openssl_error("unknown error"));
+			ERR_clear_error();
 			goto fail;
 		}
+		SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
 		if (SSL_CTX_check_private_key(ctx) != 1)
 		{
 			snprintf(why, whylen, "redlock.tls_key_file \"%s\" does not match redlock.tls_cert_file \"%s\"",
@@ -204,7 +244,8 @@ handshake_failure(SSL *ssl, int err, char *why, size_t whylen)
 {
 	long		verified = SSL_get_verify_result(ssl);
 
-	if (verified != X509_V_OK)
+	/* Under tls_verify = none a result is still recorded, but did not end anything. */
+	if (verified != X509_V_OK && SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE)
 		snprintf(why, whylen, "TLS handshake failed: certificate verify failed: %s",
 				 X509_verify_cert_error_string(verified));
 	else if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
@@ -243,6 +284,8 @@ redlock_tls_session_start(RedlockTlsContext *context, RedlockTlsVerify verify,
 		snprintf(why, whylen, "could not start TLS: %s", openssl_error("out of memory"));
 		return NULL;
 	}
+	/* A name is matched against the subjectAltNames only, never the subject's CN. */
+	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
 	if ((!is_ip && SSL_set_tlsext_host_name(ssl, host) != 1) ||
 		(verify == REDLOCK_TLS_VERIFY_FULL &&
 		 (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) :
@@ -261,7 +304,8 @@ redlock_tls_session_start(RedlockTlsContext *context, RedlockTlsVerify verify,
 	if (redisInitiateSSL(conn, ssl) != REDIS_OK)
 	{
 		/* hiredis only peeked at OpenSSL's errors: they can say more than it did. */
-		if (SSL_get_verify_result(ssl) != X509_V_OK || ERR_peek_error() != 0)
+		if ((SSL_get_verify_result(ssl) != X509_V_OK &&
+			 SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE) || ERR_peek_error() != 0)
 			handshake_failure(ssl, SSL_ERROR_SSL, why, whylen);
 		else
 			snprintf(why, whylen, "TLS handshake failed: %s", conn->errstr);

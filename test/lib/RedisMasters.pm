@@ -62,7 +62,8 @@ our $ROOMY_CONF = "redlock.timeout = 1000ms\nredlock.connect_timeout = 2000ms\n"
 # Option redis_args: more redis-server arguments (they override the defaults, e.g. to
 # turn on AOF persistence); used at every (re)start.  Option tls: the masters serve TLS
 # only (tls-port, no plain port), with certificate cert and key key, trusting ca for
-# client certificates (required unless tls->{auth_clients} is 'no'); redis_cli then
+# client certificates (required unless tls->{auth_clients} is 'no'; tls->{protocols},
+# e.g. 'TLSv1.2', limits the versions); redis_cli then
 # connects with TLS, trusting ca and presenting client_cert and client_key.
 sub new
 {
@@ -143,7 +144,8 @@ sub _start
 	my @listen = $tls
 	  ? ('--port', 0, '--tls-port', $port, '--tls-cert-file', $tls->{cert},
 		'--tls-key-file', $tls->{key}, '--tls-ca-cert-file', $tls->{ca},
-		'--tls-auth-clients', $tls->{auth_clients} // 'yes')
+		'--tls-auth-clients', $tls->{auth_clients} // 'yes',
+		$tls->{protocols} ? ('--tls-protocols', $tls->{protocols}) : ())
 	  : ('--port', $port);
 	system($SERVER, @listen, '--bind', '127.0.0.1', '--save', '',
 		'--appendonly', 'no', '--daemonize', 'yes', '--pidfile', "$dir/redis.pid",

@@ -253,6 +253,34 @@ tls_error('a world-readable key file', $err, $secs,
 ($out, $err, $secs) = try_acquire($b, ["redlock.tls_key_file = '$certs/elsewhere.key'"], 'mismatched-key');
 tls_error('a key that does not match the certificate', $err, $secs, qr/redlock\.tls_key_file/);
 
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_cert_file = ''"], 'key-no-cert');
+tls_error('a key file without a certificate file', $err, $secs,
+	qr/redlock\.tls_key_file is set but redlock\.tls_cert_file is not/);
+
+# An encrypted key: refused at once (OpenSSL's own passphrase prompt would read a terminal).
+system('openssl', 'pkey', '-in', "$certs/client.key", '-aes256', '-passout', 'pass:secret',
+	'-out', "$certs/client-enc.key") == 0 or die "could not encrypt a key";
+chmod 0600, "$certs/client-enc.key";
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_key_file = '$certs/client-enc.key'"], 'encrypted-key');
+tls_error('an encrypted key file', $err, $secs,
+	qr/could not load redlock\.tls_key_file "\Q$certs\E\/client-enc\.key": encrypted keys are not supported/);
+
+# verify = ca checks no name, so the system's store would let any public certificate pass.
+($out, $err, $secs) = try_acquire($b, ["redlock.tls_verify = ca", "redlock.tls_ca_file = ''"], 'ca-system-store');
+tls_error('tls_verify = ca without tls_ca_file', $err, $secs,
+	qr/redlock\.tls_verify = ca needs redlock\.tls_ca_file/);
+
+# Under tls_verify = none an unchecked chain must not be blamed for another failure:
+# TLS 1.2 masters refuse a missing client certificate inside the handshake.
+my $tls12 = RedisMasters->new(3, tls => { %tls, protocols => 'TLSv1.2' });
+($out, $err, $secs) = try_acquire($b,
+	[ "redlock.servers = '" . $tls12->servers_guc . "'", "redlock.tls_ca_file = '$certs/other-ca.crt'",
+	  "redlock.tls_verify = none", "redlock.tls_cert_file = ''", "redlock.tls_key_file = ''" ],
+	'none-no-client-cert');
+tls_error('tls_verify = none, no client certificate, TLS 1.2 masters', $err, $secs, qr/TLS handshake failed: /);
+unlike($err, qr/certificate verify failed/, '... not reported as a failed verification of the unchecked chain');
+$tls12->stop_all;
+
 # ---- host verification: a master whose certificate names another host ----
 
 my $odd = RedisMasters->new(1, tls => { %tls, cert => "$certs/elsewhere.crt", key => "$certs/elsewhere.key" });
@@ -266,6 +294,15 @@ is($out, 't', 'tls_verify = ca: the same certificate is accepted (the chain is t
 is($err, '', '... no error');
 sql($b, "SELECT redlock_release_all()");
 $odd->stop_all;
+
+# A name is matched against the subjectAltNames only: a CN naming the host does not do.
+my $cn_only = RedisMasters->new(1, tls => { %tls, cert => "$certs/cn-only.crt", key => "$certs/cn-only.key" });
+my $cn_server = 'localhost:' . ($cn_only->ports)[0];
+($out, $err) = try_acquire($b, ["redlock.servers = '$cn_server'"], 'cn-only');
+like($err, qr/DETAIL:\s+\Q$cn_server\E: TLS handshake failed: certificate verify failed: hostname mismatch/,
+	'tls_verify = full: a certificate whose CN, not subjectAltName, names the host is refused')
+  or diag($err);
+$cn_only->stop_all;
 
 # ---- TLS against plain masters ----
 
@@ -339,6 +376,13 @@ note(Checker::describe($r));
 Checker::check_run($r);
 cmp_ok($r->{min_nodes}, '>=', 3, 'checker over TLS: no acquisition counted fewer than 3 masters');
 $r = Checker::run_scenario($checker, \%sets, 'unsafe-majority-restart', seconds => 9);
+# On a machine loaded by something else, every call can time out while the restarted
+# masters reconnect (0 acquisitions there, so 0 violations, in one such run): up to 3 runs.
+for (my $run = 2; $r->{violations} == 0 && $run <= 3; $run++)
+{
+	note("unsafe-majority-restart: no violation in this run; run $run of at most 3");
+	$r = Checker::run_scenario($checker, \%sets, 'unsafe-majority-restart', seconds => 9);
+}
 note(Checker::describe($r));
 Checker::check_run($r);
 RedisMasters::no_crash($checker);
