@@ -1233,9 +1233,16 @@ node_tls_step(CallState *cs, int i)
 	}
 }
 
+/* True when node's connections use TLS: redlock.tls, and not a unix socket (clear). */
+static bool
+node_uses_tls(const RedlockNodeSet *set, const RedlockNode *node)
+{
+	return set->tls.enabled && node->addr.port != 0;
+}
+
 /*
- * Starts TLS on node i's fresh TCP connection (not on a unix socket, which Redis
- * serves in clear), building the set's TLS context on its first use.
+ * Starts TLS on node i's fresh TCP connection, building the set's TLS context on its
+ * first use.
  */
 static void
 node_tls_start(CallState *cs, int i)
@@ -1282,7 +1289,7 @@ node_finish_connect(CallState *cs, int i)
 		node_fail(cs, i, why);
 		return;
 	}
-	if (cs->set->tls.enabled && node->addr.port != 0)
+	if (node_uses_tls(cs->set, node))
 		node_tls_start(cs, i);
 	else
 		node_connected(cs, i);
@@ -1579,7 +1586,7 @@ node_start_call(CallState *cs, int i)
 		 * decided without it would leave a restarted master without the lock.
 		 */
 		call->must_answer = !failed_last_time &&
-			(!node->handshake_verified || (cs->set->tls.enabled && node->addr.port != 0));
+			(!node->handshake_verified || node_uses_tls(cs->set, node));
 	}
 	if (node->handshake_owed > 0 && !node->handshake_verified)
 	{

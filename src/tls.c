@@ -238,14 +238,25 @@ redlock_tls_context_free(RedlockTlsContext *context)
 	SSL_CTX_free((SSL_CTX *) context);
 }
 
+/*
+ * The master's certificate failed verification: X509_V_OK or the reason.  Under
+ * tls_verify = none a result is still recorded, but it did not end anything.
+ */
+static long
+verify_failure(const SSL *ssl)
+{
+	if (SSL_get_verify_mode(ssl) == SSL_VERIFY_NONE)
+		return X509_V_OK;
+	return SSL_get_verify_result(ssl);
+}
+
 /* The words for a failed handshake step whose SSL_get_error() was err. */
 static void
 handshake_failure(SSL *ssl, int err, char *why, size_t whylen)
 {
-	long		verified = SSL_get_verify_result(ssl);
+	long		verified = verify_failure(ssl);
 
-	/* Under tls_verify = none a result is still recorded, but did not end anything. */
-	if (verified != X509_V_OK && SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE)
+	if (verified != X509_V_OK)
 		snprintf(why, whylen, "TLS handshake failed: certificate verify failed: %s",
 				 X509_verify_cert_error_string(verified));
 	else if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
@@ -304,8 +315,7 @@ redlock_tls_session_start(RedlockTlsContext *context, RedlockTlsVerify verify,
 	if (redisInitiateSSL(conn, ssl) != REDIS_OK)
 	{
 		/* hiredis only peeked at OpenSSL's errors: they can say more than it did. */
-		if ((SSL_get_verify_result(ssl) != X509_V_OK &&
-			 SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE) || ERR_peek_error() != 0)
+		if (verify_failure(ssl) != X509_V_OK || ERR_peek_error() != 0)
 			handshake_failure(ssl, SSL_ERROR_SSL, why, whylen);
 		else
 			snprintf(why, whylen, "TLS handshake failed: %s", conn->errstr);
