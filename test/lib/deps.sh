@@ -3,6 +3,8 @@
 #
 # rl_install_deps installs the Debian packages with apt-get, and does nothing when they
 # are all installed already, so that reruns stay quick.  Must run as root.
+# rl_install_missing WHO PKG... does the same for any list (test/deb, test/matrix,
+# test/fuzz/run, test/model/run), WHO naming the caller in what it prints.
 # RL_PG_MAJOR (default 15, Debian 12's) picks the PostgreSQL version: test/matrix sets 17
 # in a Debian 13 root and 18 in a sid root.  libssl-dev: where hiredis has its TLS
 # library (1.0 and later) the build then always has TLS; openssl: test/t/060_tls.pl
@@ -17,32 +19,34 @@ RL_DEB_PACKAGES=(
 	pgbouncer
 )
 
-# Succeeds when every package in RL_DEB_PACKAGES is installed.
-rl_deps_installed()
+# Installs those of the packages PKG... that are not installed (apt-get update first),
+# and nothing when all are; WHO starts each line it prints.  Fails when one cannot be
+# installed, or is missing and this is not root.
+rl_install_missing()
 {
-	local pkg status
-	for pkg in "${RL_DEB_PACKAGES[@]}"; do
-		status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null) || return 1
-		[[ $status == "install ok installed" ]] || return 1
+	local who=$1 pkg missing=()
+	shift
+	for pkg; do
+		[[ $(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null) == "install ok installed" ]] ||
+			missing+=("$pkg")
 	done
-	return 0
+	if [[ ${#missing[@]} -eq 0 ]]; then
+		echo "$who: all packages already installed ($*)"
+		return 0
+	fi
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "$who: needs ${missing[*]}: run as root (sudo $0)" >&2
+		return 1
+	fi
+	echo "$who: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
 # Installs the packages, unless they are all there already.
 rl_install_deps()
 {
-	if rl_deps_installed; then
-		echo "deps: all packages already installed (${RL_DEB_PACKAGES[*]})"
-		return 0
-	fi
-	if [[ $(id -u) -ne 0 ]]; then
-		echo "deps: missing packages and not root: run as root (sudo $0)" >&2
-		return 1
-	fi
-	echo "deps: installing ${RL_DEB_PACKAGES[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q
-	apt-get install -y -q --no-install-recommends "${RL_DEB_PACKAGES[@]}"
+	rl_install_missing deps "${RL_DEB_PACKAGES[@]}"
 }
 
 # node and npm, for test/t/020_interop.pl (node-redlock, installed by the test with npm ci).
