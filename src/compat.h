@@ -30,6 +30,16 @@
 #endif
 
 /*
+ * This backend's local transaction id, which names its current top-level transaction:
+ * 17 moved PGPROC.lxid into PGPROC.vxid.
+ */
+#if PG_VERSION_NUM >= 170000
+#define redlock_my_lxid()	(MyProc->vxid.lxid)
+#else
+#define redlock_my_lxid()	(MyProc->lxid)
+#endif
+
+/*
  * A wait event set that lives as long as the backend: 17 takes a resource owner (none
  * here: the set is kept across transactions and freed by us) instead of a memory
  * context; both then allocate it in TopMemoryContext.

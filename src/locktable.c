@@ -56,6 +56,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "lease.h"
 #include "redlock.h"
 
 /* A hold added in the current top-level transaction. */
@@ -74,6 +75,7 @@ typedef struct HeldLock
 {
 	char		resource[REDLOCK_MAX_RESOURCE_LEN + 1];	/* hash key */
 	char	   *key;			/* the Redis key, at acquisition */
+	int			prefix_len;		/* bytes of redlock.key_prefix at its start */
 	char		token[REDLOCK_TOKEN_LEN + 1];	/* of the latest acquire attempt */
 	RedlockNodeSet *set;		/* the masters it was taken on */
 	bool		releasing;		/* no holds left; its release is under way */
@@ -87,7 +89,7 @@ typedef struct HeldLock
 	int			maxpending;
 	PendingHold *pending;		/* holds added in the current transaction */
 	RedlockRegistryHandle reg;	/* auto-extended: its registry entry; index -1: not */
-	bool		cancel_explained;	/* the worker's cancel for it was reported */
+	RedlockLeaseWatch *watch;	/* ... and its lease, watched (lease.c) */
 	int64		fence;			/* its fencing token (fence.c), 0 before one is taken */
 } HeldLock;
 
@@ -154,20 +156,35 @@ total_holds(const HeldLock *lock)
 	return lock->session_holds + lock->npending;
 }
 
-/* True when the configuration in force is no longer the one lock was taken under. */
+/*
+ * True when the configuration in force is no longer the one lock was taken under: its
+ * node set, or redlock.key_prefix (its key starts with the prefix it was taken under).
+ */
 static bool
 lock_reconfigured(const HeldLock *lock)
 {
-	return lock->set != redlock_nodeset_current();
+	const char *prefix = redlock_key_prefix ? redlock_key_prefix : "";
+	char	   *prefix_utf8;
+	bool		same_prefix;
+
+	if (lock->set != redlock_nodeset_current())
+		return true;
+	prefix_utf8 = pg_server_to_any(prefix, strlen(prefix), PG_UTF8);
+	same_prefix = strlen(prefix_utf8) == (size_t) lock->prefix_len &&
+		strncmp(lock->key, prefix_utf8, lock->prefix_len) == 0;
+	if (prefix_utf8 != prefix)
+		pfree(prefix_utf8);
+	return !same_prefix;
 }
 
 /* True when lock is auto-extended and the worker gave up on it. */
 static bool
 lock_lost_by_worker(const HeldLock *lock)
 {
-	RedlockRegistryView view;
+	RedlockLease lease;
 
-	return lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &view) && view.lost;
+	return lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &lease) &&
+		lease.state == LEASE_LOST;
 }
 
 /*
@@ -177,12 +194,12 @@ lock_lost_by_worker(const HeldLock *lock)
 static double
 lock_validity_left(const HeldLock *lock)
 {
-	RedlockRegistryView view;
+	RedlockLease lease;
 
 	if (!lock->acquired || lock_reconfigured(lock))
 		return 0;
-	if (lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &view))
-		return view.lost ? 0 : view.valid_until_ms - redlock_clock_ms();
+	if (lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &lease))
+		return lease.state == LEASE_LOST ? 0 : lease.valid_until_ms - redlock_clock_ms();
 	return lock->valid_until_ms - redlock_clock_ms();
 }
 
@@ -211,9 +228,8 @@ lock_register(HeldLock *lock)
 
 	redlock_registry_reserve(key, prefix_len, redlock_cancel_on_loss, &lock->reg);
 	pfree(key);
-	lock->cancel_explained = false;
-	if (registered_total++ == 0)
-		redlock_registry_watch(true);
+	lock->watch = redlock_lease_watch(&lock->reg, lock->resource);
+	registered_total++;
 }
 
 /* Takes lock out of the shared registry, if it is there: the worker lets go of it. */
@@ -222,9 +238,10 @@ lock_unregister(HeldLock *lock)
 {
 	if (lock->reg.index < 0)
 		return;
+	redlock_lease_unwatch(lock->watch, lock->acquired && lock_reconfigured(lock));
+	lock->watch = NULL;
 	redlock_registry_remove(&lock->reg);
-	if (--registered_total == 0)
-		redlock_registry_watch(false);
+	registered_total--;
 }
 
 /* Logs a hold added now, in the current subtransaction. */
@@ -269,13 +286,15 @@ holds_clear(HeldLock *lock)
 static HeldLock *
 lock_create(const char *resource, RedlockNodeSet *set)
 {
-	char	   *key = make_key(resource, NULL);
+	int			prefix_len;
+	char	   *key = make_key(resource, &prefix_len);
 	HeldLock   *lock = hash_search(locks, resource, HASH_ENTER, NULL);
 
 	memset(((char *) lock) + offsetof(HeldLock, key), 0,
 		   sizeof(HeldLock) - offsetof(HeldLock, key));
 	lock->reg.index = -1;
 	lock->key = key;
+	lock->prefix_len = prefix_len;
 	lock->set = set;
 	redlock_nodeset_pin(set);
 	return lock;
@@ -350,16 +369,16 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 	{
 		HeldLock   *lock = held[k];
 
-		RedlockRegistryView view;
+		RedlockLease lease;
 
 		infos[k].resource = pstrdup(lock->resource);
 		infos[k].acquired = lock->acquired;
 		infos[k].reconfigured = lock->acquired && lock_reconfigured(lock);
 		if (lock->acquired && lock->reg.index >= 0 &&
-			redlock_registry_view(&lock->reg, &view) && view.lost)
+			redlock_registry_view(&lock->reg, &lease) && lease.state == LEASE_LOST)
 		{
-			infos[k].lost_reason = pstrdup(view.lost_reason);
-			infos[k].loss_reported = lock->cancel_explained;
+			infos[k].lost_reason = pstrdup(lease.lost_reason);
+			infos[k].loss_reported = redlock_lease_was_told(lock->watch);
 		}
 		infos[k].expired = lock->acquired && !infos[k].reconfigured &&
 			!infos[k].lost_reason && lock_validity_left(lock) <= 0;
@@ -459,6 +478,8 @@ lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
 
 	if (expired)
 		redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
+	if (lock->watch)
+		redlock_lease_told(lock->watch);	/* the false it returns tells the owner */
 	lock_let_go(lock);
 	return REDLOCK_LOST;
 }
@@ -537,7 +558,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		lock->set = set;
 		redlock_nodeset_pin(set);
 		pfree(lock->key);
-		lock->key = make_key(resource, NULL);
+		lock->key = make_key(resource, &lock->prefix_len);
 		lock->fence = 0;		/* a new hold, a new fencing token */
 	}
 
@@ -824,7 +845,7 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 	HASH_SEQ_STATUS scan;
 	HeldLock   *lock;
 	RedlockLockInfo *out;
-	RedlockRegistryView view;
+	RedlockLease lease;
 	int			n = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -847,17 +868,28 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 		info->validity_ms = lock_validity_left(lock);
 		info->valid_until = TimestampTzPlusMilliseconds(now, (int64) Max(info->validity_ms, 0));
 		info->auto_extended = lock->reg.index >= 0;
-		if (info->auto_extended && redlock_registry_view(&lock->reg, &view))
+		if (info->auto_extended && redlock_registry_view(&lock->reg, &lease))
 		{
-			info->lost = view.lost;
-			info->last_renewal = view.last_renewal;
-			info->renewals = view.renewals;
-			info->ttl_ms = view.ttl_ms;
+			info->lost = lease.state == LEASE_LOST;
+			info->last_renewal = lease.last_renewal;
+			info->renewals = lease.renewals;
+			info->ttl_ms = lease.ttl_ms;
 		}
 		n++;
 	}
 	*locks_out = out;
 	return n;
+}
+
+/*
+ * redlock_lock_xact_acquired
+ *		True when the current transaction added a hold or lost a transaction-scoped
+ *		lock: what PREPARE TRANSACTION cannot carry.
+ */
+bool
+redlock_lock_xact_acquired(void)
+{
+	return pending_total > 0 || nlost > 0;
 }
 
 /*
@@ -903,77 +935,33 @@ redlock_lock_first_expired_xact(void)
 
 /*
  * redlock_lock_first_lost_in_xact
- *		Returns (palloc'd) the resource of an auto-extended lock (either scope), taken
- *		with redlock.cancel_on_loss on, that was lost since the current transaction
- *		started: the worker gave up on it and cancelled this backend, or its validity
- *		ran out (a worker that stalled past the validity declares the loss only once it
- *		runs again, after another client may have taken the lock).  The work of that
- *		transaction may have run unprotected, so it must not commit.  *reason is set to
- *		why.  NULL when there is none.
+ *		The commit check of auto-extended locks (either scope) taken with
+ *		redlock.cancel_on_loss on: returns (palloc'd) the resource of one whose lease
+ *		refuses the commit of the current transaction (lease.c states the rule), or of
+ *		one let go of in this transaction that did; sets *reason to why.  NULL when
+ *		there is none.  Raises only out-of-memory errors.
  */
 const char *
-redlock_lock_first_lost_in_xact(char **reason)
+redlock_lock_first_lost_in_xact(const char **reason)
 {
 	HASH_SEQ_STATUS scan;
 	HeldLock   *lock;
-	TimestampTz xact_start = GetCurrentTransactionStartTimestamp();
-	TimestampTz now = GetCurrentTimestamp();
-	double		now_ms = redlock_clock_ms();
+	const char *resource = redlock_lease_carried_refusal(reason);
 
+	if (resource)
+		return pstrdup(resource);
 	if (registered_total == 0)
 		return NULL;
 	hash_seq_init(&scan, locks);
 	while ((lock = hash_seq_search(&scan)) != NULL)
 	{
-		RedlockRegistryView view;
-		TimestampTz ran_out_at;
-
-		if (lock->reg.index < 0 || !redlock_registry_view(&lock->reg, &view) ||
-			!view.cancel_on_loss)
+		if (lock->watch == NULL || lock->releasing)
 			continue;
-		if (view.lost && view.cancel_sent && view.lost_at >= xact_start)
-			*reason = pstrdup(view.lost_reason);
-		else if (!view.lost && view.valid_until_ms - now_ms <= redlock_commit_margin_ms &&
-				 (ran_out_at = TimestampTzPlusMilliseconds(now, (int64) (view.valid_until_ms - now_ms))) >= xact_start)
-			*reason = pstrdup("its validity time ran out (or had less than redlock.commit_margin left) before the worker renewed it");
-		else
+		*reason = redlock_lease_commit_refusal(lock->watch,
+											   lock->acquired && lock_reconfigured(lock));
+		if (*reason == NULL)
 			continue;
 		hash_seq_term(&scan);
-		return pstrdup(lock->resource);
-	}
-	return NULL;
-}
-
-/*
- * redlock_lock_cancel_explanation
- *		For the error-report hook: when the worker cancelled this backend because an
- *		auto-extended lock was lost, and that was not reported yet, returns (palloc'd)
- *		that lock's resource and sets *reason; NULL otherwise.  Takes no lock and
- *		raises only out-of-memory errors.
- */
-const char *
-redlock_lock_cancel_explanation(char **reason)
-{
-	HASH_SEQ_STATUS scan;
-	HeldLock   *lock;
-	char		buf[REDLOCK_REGISTRY_KEY_LEN + 1];
-
-	if (redlock_registry_watchdog_explanation(buf, sizeof(buf)))
-	{
-		*reason = pstrdup("its validity time was running out without a renewal (the worker did not renew it in time)");
-		return pstrdup(buf);
-	}
-	if (registered_total == 0)
-		return NULL;
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
-	{
-		if (lock->reg.index < 0 || lock->cancel_explained ||
-			!redlock_registry_cancel_sent(&lock->reg, buf, sizeof(buf)))
-			continue;
-		hash_seq_term(&scan);
-		lock->cancel_explained = true;
-		*reason = pstrdup(buf);
 		return pstrdup(lock->resource);
 	}
 	return NULL;

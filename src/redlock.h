@@ -347,20 +347,6 @@ typedef struct RedlockRegistryHandle
 	uint32		generation;
 } RedlockRegistryHandle;
 
-/* What an owner reads of its auto-extended lock. */
-typedef struct RedlockRegistryView
-{
-	bool		lost;			/* the worker gave up on it */
-	bool		cancel_sent;	/* ... and cancelled the owner's statement */
-	bool		cancel_on_loss; /* taken with redlock.cancel_on_loss on */
-	int			ttl_ms;			/* TTL last set */
-	double		valid_until_ms; /* redlock_clock_ms() time */
-	TimestampTz last_renewal;	/* 0 before the first */
-	int64		renewals;
-	TimestampTz lost_at;
-	char		lost_reason[REDLOCK_NODE_ERROR_LEN];
-} RedlockRegistryView;
-
 /* The worker's answer to an owner's request for a new TTL. */
 typedef struct RedlockRenewalAnswer
 {
@@ -406,26 +392,18 @@ typedef struct RedlockRegistryConfig
 	RedlockTlsConfig tls;
 } RedlockRegistryConfig;
 
-/*
- * When an auto-extended lock is renewed: once only two thirds of its TTL are left of
- * its validity, i.e. every TTL/3 (a redlock_clock_ms() time).
- */
-static inline double
-redlock_renewal_due_ms(int ttl_ms, double valid_until_ms)
-{
-	return valid_until_ms - ttl_ms * 2.0 / 3.0;
-}
-
 extern void RedlockRegistryInit(void);
 extern void redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 									 RedlockRegistryHandle *handle);
 extern void redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token,
 									  int ttl_ms, double valid_until_ms);
 extern void redlock_registry_remove(RedlockRegistryHandle *handle);
+/* The lease (lease.h) of an auto-extended lock, with and without the lock. */
+struct RedlockLease;
 extern bool redlock_registry_view(const RedlockRegistryHandle *handle,
-								  RedlockRegistryView *view);
-extern bool redlock_registry_cancel_sent(const RedlockRegistryHandle *handle, char *reason,
-										 size_t len);
+								  struct RedlockLease *lease);
+extern bool redlock_registry_peek(const RedlockRegistryHandle *handle,
+								  struct RedlockLease *lease);
 extern void redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 									RedlockResult *result);
 extern void redlock_registry_worker_attach(void);
@@ -444,8 +422,6 @@ extern void redlock_registry_wait_end(void);
 #define REDLOCK_WAKEUP_DIRECT	(UINT64CONST(1) << 32)
 extern int	redlock_registry_wake(const char *key, size_t len, bool direct);
 extern int	redlock_registry_waiting(void);
-extern void redlock_registry_watch(bool on);
-extern bool redlock_registry_watchdog_explanation(char *resource, size_t len);
 
 /* ---- the background worker: worker.c, and its subscriptions: subscription.c ---- */
 
@@ -524,9 +500,9 @@ extern RedlockHoldStatus redlock_lock_fencing_token(const char *resource, int64 
 extern int	redlock_lock_release_session(RedlockReleaseReport report);
 extern int	redlock_lock_list(RedlockLockInfo **locks);
 extern bool redlock_lock_xact_pending(void);
+extern bool redlock_lock_xact_acquired(void);
 extern const char *redlock_lock_first_expired_xact(void);
-extern const char *redlock_lock_first_lost_in_xact(char **reason);
-extern const char *redlock_lock_cancel_explanation(char **reason);
+extern const char *redlock_lock_first_lost_in_xact(const char **reason);
 extern bool redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result);
 extern void redlock_lock_xact_end(bool commit, RedlockReleaseReport report);
 extern void redlock_lock_subxact_end(bool commit, SubTransactionId subid,

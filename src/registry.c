@@ -17,10 +17,10 @@
  * database), shared between entries through a few reference-counted slots, so that
  * renewals reach the masters the lock is on whatever redlock.servers says now.
  *
- * A lock the worker gives up on is marked lost, with when and why; if its owner asked
- * for it (redlock.cancel_on_loss), the worker cancels the owner's statement, under
- * the registry lock and only while the entry is still the owner's, so that a lock
- * released meanwhile never cancels anything.
+ * Each entry carries the lock's lease (lease.c): held, renewal due, lost, and the
+ * validity.  The registry stores it and takes the worker's decisions to it; the rules
+ * of a lock's life after acquire, and the owner's watchdog and commit check that act
+ * on them, are lease.c's alone.  The worker never signals an owner.
  *
  * One LWLock guards everything; nobody holds it across network waits or anything that
  * may raise.  Owners wait for the worker's answers on a condition variable.
@@ -34,8 +34,6 @@
  */
 #include "postgres.h"
 
-#include <signal.h>
-
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
@@ -44,11 +42,11 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
-#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "compat.h"
+#include "lease.h"
 #include "redlock.h"
 
 #define REGISTRY_CONFIGS			16
@@ -59,9 +57,7 @@
 typedef enum EntryState
 {
 	ENTRY_FREE,
-	ENTRY_RESERVED,				/* the owner's acquire is under way */
-	ENTRY_ACTIVE,				/* held: the worker renews it */
-	ENTRY_LOST					/* the worker gave up on it; the owner has not let go */
+	ENTRY_USED					/* an owner's: its lease says held, lost or pending */
 } EntryState;
 
 /* One configuration locks were taken under. */
@@ -80,24 +76,14 @@ typedef struct RegistryEntry
 	int			owner_pid;
 	int			owner_procno;
 	int			config;
-	bool		cancel_on_loss;
-	bool		cancel_sent;
-	bool		self_cancelled; /* the owner's watchdog cancelled it already */
 	bool		renewing;		/* in the worker's round now */
-	bool		retrying;		/* its last renewal got no quorum's answer */
-	int			ttl_ms;
-	double		valid_until_ms;
-	double		next_renewal_ms;
-	TimestampTz last_renewal;	/* 0 before the first */
-	TimestampTz lost_at;
-	int64		renewals;
+	RedlockLease lease;			/* written by lease.c's functions only */
 	uint64		request_seq;	/* owner's requests for a new TTL */
 	uint64		done_seq;		/* the last one the worker answered */
 	int			requested_ttl_ms;
 	RedlockRenewalAnswer answer;	/* the worker's answer to done_seq */
 	int			prefix_len;		/* bytes of redlock.key_prefix at the start of key */
 	char		token[REDLOCK_TOKEN_LEN + 1];
-	char		lost_reason[REDLOCK_NODE_ERROR_LEN];
 	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];
 } RegistryEntry;
 
@@ -375,25 +361,15 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 
 	entry->generation++;
 	handle->generation = entry->generation;
-	entry->state = ENTRY_RESERVED;
+	entry->state = ENTRY_USED;
 	entry->owner_pid = MyProcPid;
 	entry->owner_procno = redlock_my_proc_number();
 	entry->config = config;
-	entry->cancel_on_loss = cancel_on_loss;
-	entry->cancel_sent = false;
-	entry->self_cancelled = false;
 	entry->renewing = false;
-	entry->retrying = false;
-	entry->ttl_ms = 0;
-	entry->valid_until_ms = 0;
-	entry->next_renewal_ms = 0;
-	entry->last_renewal = 0;
-	entry->lost_at = 0;
-	entry->renewals = 0;
+	redlock_lease_init(&entry->lease, cancel_on_loss);
 	entry->request_seq = entry->done_seq = 0;
 	entry->prefix_len = prefix_len;
 	entry->token[0] = '\0';
-	entry->lost_reason[0] = '\0';
 	strlcpy(entry->key, key, sizeof(entry->key));
 	registry->used++;
 	LWLockRelease(registry->lock);
@@ -414,17 +390,13 @@ redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token
 
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	entry = entry_of(handle);
-	if (entry && entry->state == ENTRY_RESERVED)
+	if (entry && entry->lease.state == LEASE_PENDING)
 	{
-		entry->state = ENTRY_ACTIVE;
 		strlcpy(entry->token, token, sizeof(entry->token));
-		entry->ttl_ms = ttl_ms;
-		entry->valid_until_ms = valid_until_ms;
-		entry->next_renewal_ms = redlock_renewal_due_ms(ttl_ms, valid_until_ms);
-		entry->last_renewal = 0;
+		redlock_lease_hold(&entry->lease, ttl_ms, valid_until_ms);
 		/* Only a lock due before the worker's planned wake-up needs it now. */
 		wake = registry->worker_sleeps_until_ms == 0 ||
-			entry->next_renewal_ms < registry->worker_sleeps_until_ms;
+			entry->lease.next_renewal_ms < registry->worker_sleeps_until_ms;
 		if (wake)
 			registry->changes++;
 	}
@@ -460,55 +432,52 @@ redlock_registry_remove(RedlockRegistryHandle *handle)
 
 /*
  * redlock_registry_view
- *		Copies what the registry knows of handle's lock into *view.  Returns false when
- *		the entry is gone (never, while its owner has not removed it).  Raises nothing.
+ *		Copies the lease of handle's lock into *lease.  Returns false when the entry is
+ *		gone (never, while its owner has not removed it).  Raises nothing.
  */
 bool
-redlock_registry_view(const RedlockRegistryHandle *handle, RedlockRegistryView *view)
+redlock_registry_view(const RedlockRegistryHandle *handle, struct RedlockLease *lease)
 {
 	RegistryEntry *entry;
 
-	memset(view, 0, sizeof(*view));
+	memset(lease, 0, sizeof(*lease));
 	if (handle->index < 0 || registry == NULL)
 		return false;
 	LWLockAcquire(registry->lock, LW_SHARED);
 	entry = entry_of(handle);
 	if (entry)
-	{
-		view->lost = (entry->state == ENTRY_LOST);
-		view->cancel_sent = entry->cancel_sent;
-		view->cancel_on_loss = entry->cancel_on_loss;
-		view->ttl_ms = entry->ttl_ms;
-		view->valid_until_ms = entry->valid_until_ms;
-		view->last_renewal = entry->last_renewal;
-		view->renewals = entry->renewals;
-		view->lost_at = entry->lost_at;
-		strlcpy(view->lost_reason, entry->lost_reason, sizeof(view->lost_reason));
-	}
+		*lease = entry->lease;
 	LWLockRelease(registry->lock);
 	return entry != NULL;
 }
 
 /*
- * redlock_registry_cancel_sent
- *		True when the worker cancelled this backend's statement for handle's lock; its
- *		reason is then copied into reason (len bytes).  Reads without the lock, for the
- *		error-report hook (which must not wait on an LWLock).  Raises nothing.
+ * redlock_registry_peek
+ *		As redlock_registry_view, without the lock: for the owner's watchdog (a timer
+ *		handler) and its error-report hook, which must not wait on an LWLock.  A torn
+ *		read of the validity can only delay the watchdog by one tick; a lost lease's
+ *		reason is written before its state.  Raises nothing.
  */
 bool
-redlock_registry_cancel_sent(const RedlockRegistryHandle *handle, char *reason, size_t len)
+redlock_registry_peek(const RedlockRegistryHandle *handle, struct RedlockLease *lease)
 {
 	volatile RegistryEntry *entry;
 
 	if (handle->index < 0 || registry == NULL || handle->index >= registry->max_entries)
 		return false;
 	entry = &registry->entries[handle->index];
-	if (entry->generation != handle->generation || entry->state != ENTRY_LOST ||
-		!entry->cancel_sent)
+	if (entry->state == ENTRY_FREE || entry->generation != handle->generation)
 		return false;
-	/* Written before cancel_sent, and never again while the owner keeps the entry. */
+	lease->state = entry->lease.state;
 	pg_read_barrier();
-	strlcpy(reason, (const char *) entry->lost_reason, len);
+	lease->cancel_on_loss = entry->lease.cancel_on_loss;
+	lease->ttl_ms = entry->lease.ttl_ms;
+	lease->valid_until_ms = entry->lease.valid_until_ms;
+	if (lease->state == LEASE_LOST)
+		strlcpy(lease->lost_reason, (const char *) entry->lease.lost_reason,
+				sizeof(lease->lost_reason));
+	else
+		lease->lost_reason[0] = '\0';
 	return true;
 }
 
@@ -540,13 +509,13 @@ redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	entry = entry_of(handle);
-	if (entry && entry->state == ENTRY_ACTIVE)
+	if (entry && entry->lease.state == LEASE_HELD)
 	{
 		seq = ++entry->request_seq;
 		entry->requested_ttl_ms = ttl_ms;
 		registry->changes++;
 	}
-	else if (entry && entry->state == ENTRY_LOST)
+	else if (entry && entry->lease.state == LEASE_LOST)
 		result->status = REDLOCK_BUSY;
 	LWLockRelease(registry->lock);
 	if (seq == 0)
@@ -574,9 +543,9 @@ redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 			result->accepted = entry->answer.accepted;
 			result->answered = entry->answer.answered;
 			result->failed = entry->answer.failed;
-			result->valid_until_ms = entry->valid_until_ms;
+			result->valid_until_ms = entry->lease.valid_until_ms;
 		}
-		else if (entry->state == ENTRY_LOST)
+		else if (entry->lease.state == LEASE_LOST)
 		{
 			done = true;
 			result->status = REDLOCK_BUSY;
@@ -635,45 +604,19 @@ owner_alive(const RegistryEntry *entry)
 		ProcGlobal->allProcs[entry->owner_procno].pid == entry->owner_pid;
 }
 
-/*
- * Marks entry lost for reason, and cancels its owner's statement if it asked for that,
- * unless the owner is waiting for an answer to a request of its own (redlock_extend,
- * a re-acquire): it learns of the loss from that answer.  Lock held.
- */
+/* Loses entry's lease for reason (lease.c) and says so in the log.  Lock held. */
 static void
-entry_mark_lost(RegistryEntry *entry, const char *reason)
+entry_lose(RegistryEntry *entry, const char *reason, double now_ms)
 {
-	/*
-	 * Not when the owner's watchdog cancelled its statement for this lock already (a
-	 * worker that stalled past the validity): a second cancel would only hit the
-	 * owner's next statement, its redlock_release() say.
-	 */
-	bool		may_cancel = (entry->request_seq == entry->done_seq) && !entry->self_cancelled;
-
-	entry->state = ENTRY_LOST;
+	redlock_lease_lose(&entry->lease, reason, now_ms);
 	entry->renewing = false;
-	entry->lost_at = GetCurrentTimestamp();
-	strlcpy(entry->lost_reason, reason, sizeof(entry->lost_reason));
-	redlock_stats_count(REDLOCK_STAT_LOCKS_LOST);
 	ereport(LOG,
 			(errmsg("redlock lock on resource \"%s\" was lost: %s",
 					entry->key + entry->prefix_len, reason),
 			 errdetail("Owner PID %d; %s.", entry->owner_pid,
-					   entry->self_cancelled ? "it cancelled its statement itself"
-					   : !may_cancel ? "its redlock_extend() call is told"
-					   : entry->cancel_on_loss ? "its statement is being cancelled"
+					   entry->lease.cancel_on_loss
+					   ? "its running statement is cancelled and its transaction cannot commit"
 					   : "redlock.cancel_on_loss was off")));
-	if (may_cancel && entry->cancel_on_loss && owner_alive(entry))
-	{
-		pg_write_barrier();		/* the reason before the flag (cancel_sent) */
-		entry->cancel_sent = true;
-		pg_write_barrier();
-		/* As pg_cancel_backend: the owner leads its process group. */
-#ifdef HAVE_SETSID
-		if (kill(-entry->owner_pid, SIGINT) != 0)
-#endif
-			(void) kill(entry->owner_pid, SIGINT);
-	}
 }
 
 /*
@@ -681,13 +624,10 @@ entry_mark_lost(RegistryEntry *entry, const char *reason)
  *		Collects the locks to renew now into a palloc'd array (*renewals) and marks
  *		them in the worker's round; returns how many.
  *
- * now_ms: a redlock_clock_ms() time.  A lock is due when its renewal time came (a
- * third of its TTL after the last success, or a retry after a failure; locks due
- * within a tenth of their TTL, at most 200 ms, come along) or its owner asked for a
- * new TTL.  Before its request goes out, a lock's validity is cut to what
- * the TTL sent allows from now (redlock_validity_bound_ms).  Entries whose owner is gone
- * are removed; locks whose validity ran out before they could be renewed (the worker
- * was not running) are marked lost.
+ * now_ms: a redlock_clock_ms() time.  Which locks are due, and which ran out before
+ * they could be renewed (lost), is the lease's rule (redlock_lease_due); before its
+ * request goes out, a lock's validity is cut to what the TTL sent allows
+ * (redlock_lease_cut).  Entries whose owner is gone are removed.
  * next_due_ms: set to the earliest renewal time among the others (or now + 1 s).
  * changes: set to the registry's change count as read (see redlock_registry_may_sleep).
  * Raises only out-of-memory errors.
@@ -722,29 +662,22 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 			registry->used--;
 			continue;
 		}
-		if (entry->state != ENTRY_ACTIVE)
-			continue;
-		if (entry->valid_until_ms <= now_ms)
-		{
-			entry_mark_lost(entry, "its validity time ran out before it could be renewed");
-			continue;
-		}
 		requested = entry->request_seq != entry->done_seq;
-		/*
-		 * Locks nearly due join this round (fewer, larger rounds; renewing early is
-		 * harmless), but retries keep their spacing.
-		 */
-		if (!requested &&
-			entry->next_renewal_ms > now_ms +
-			(entry->retrying ? 0 : Min(entry->ttl_ms / 10.0, 200.0)))
+		switch (redlock_lease_due(&entry->lease, now_ms, requested))
 		{
-			*next_due_ms = Min(*next_due_ms, entry->next_renewal_ms);
-			continue;
+			case LEASE_RAN_OUT:
+				entry_lose(entry, "its validity time ran out before it could be renewed",
+						   now_ms);
+				continue;
+			case LEASE_NOT_DUE:
+				if (entry->lease.state == LEASE_HELD)
+					*next_due_ms = Min(*next_due_ms, entry->lease.next_renewal_ms);
+				continue;
+			case LEASE_DUE:
+				break;
 		}
-		if (requested)
-			entry->ttl_ms = entry->requested_ttl_ms;
-		entry->valid_until_ms = Min(entry->valid_until_ms,
-									redlock_validity_bound_ms(entry->ttl_ms));
+		redlock_lease_cut(&entry->lease,
+						  requested ? entry->requested_ttl_ms : entry->lease.ttl_ms);
 		entry->renewing = true;
 
 		if (n == cap)
@@ -757,9 +690,9 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 		r->generation = entry->generation;
 		r->config = entry->config;
 		r->config_generation = registry->configs[entry->config].generation;
-		r->ttl_ms = entry->ttl_ms;
+		r->ttl_ms = entry->lease.ttl_ms;
 		r->request_seq = entry->request_seq;
-		r->valid_until_ms = entry->valid_until_ms;
+		r->valid_until_ms = entry->lease.valid_until_ms;
 		strlcpy(r->token, entry->token, sizeof(r->token));
 		r->key = pstrdup(entry->key);
 	}
@@ -823,6 +756,7 @@ redlock_registry_renewed(const RedlockRenewal *renewals, const RedlockRenewalOut
 						 int n)
 {
 	bool		answered_any = false;
+	double		now_ms = redlock_clock_ms();
 
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	for (int k = 0; k < n; k++)
@@ -841,21 +775,12 @@ redlock_registry_renewed(const RedlockRenewal *renewals, const RedlockRenewalOut
 			entry->answer = o->answer;
 			answered_any = true;
 		}
-		if (entry->state != ENTRY_ACTIVE)
+		if (entry->lease.state != LEASE_HELD)
 			continue;
 		if (o->lost_reason[0] != '\0')
-			entry_mark_lost(entry, o->lost_reason);
+			entry_lose(entry, o->lost_reason, now_ms);
 		else
-		{
-			entry->next_renewal_ms = o->next_renewal_ms;
-			entry->retrying = (o->answer.status != REDLOCK_OK);
-			if (o->answer.status == REDLOCK_OK)
-			{
-				entry->valid_until_ms = o->valid_until_ms;
-				entry->last_renewal = GetCurrentTimestamp();
-				entry->renewals++;
-			}
-		}
+			redlock_lease_apply(&entry->lease, o, now_ms);
 	}
 	LWLockRelease(registry->lock);
 	if (answered_any)
@@ -1035,90 +960,4 @@ redlock_registry_waiting(void)
 		if (pg_atomic_read_u64(&waiters[i].key_hash) != 0)
 			n++;
 	return n;
-}
-
-/*---- the owner's watchdog ----*/
-
-/*
- * The worker declares a loss only when it runs: one that stalls (stopped, starved)
- * past a lock's validity would let the owner work on, unprotected, until it runs
- * again.  So each owner of auto-extended locks also watches their validity itself,
- * every WATCHDOG_MS from a timeout handler, and cancels its own statement (as
- * statement_timeout does) once, per lock, when one taken with redlock.cancel_on_loss
- * is about to run out without a renewal.  The handler reads the registry without its
- * lock (it runs in a signal handler); a torn read can only delay it by one tick.
- */
-#define WATCHDOG_MS 50
-
-static TimeoutId watchdog_id = MAX_TIMEOUTS;
-static volatile int watchdog_fired_index = -1;
-static volatile uint32 watchdog_fired_generation = 0;
-static volatile bool watchdog_unexplained = false;
-
-static void
-watchdog_tick(void)
-{
-	double		now = redlock_clock_ms();
-
-	for (int i = 0; i < registry->max_entries; i++)
-	{
-		volatile RegistryEntry *entry = &registry->entries[i];
-
-		if (entry->owner_pid != MyProcPid || entry->state != ENTRY_ACTIVE ||
-			!entry->cancel_on_loss ||
-			entry->valid_until_ms - now > Min((double) WATCHDOG_MS * 2, entry->ttl_ms / 6.0))
-			continue;
-		if (watchdog_fired_index == i && watchdog_fired_generation == entry->generation)
-			continue;			/* once per lock */
-		watchdog_fired_index = i;
-		watchdog_fired_generation = entry->generation;
-		watchdog_unexplained = true;
-		entry->self_cancelled = true;	/* so that the worker does not cancel again */
-		kill(MyProcPid, SIGINT);
-		return;
-	}
-}
-
-/*
- * redlock_registry_watch
- *		Starts (on) or stops this backend's watchdog over the validity of its
- *		auto-extended locks: on when it registers its first, off when none is left.
- *		Raises only what enabling a timeout raises (nothing in practice).
- */
-void
-redlock_registry_watch(bool on)
-{
-	if (registry == NULL)
-		return;
-	if (on)
-	{
-		if (watchdog_id == MAX_TIMEOUTS)
-			watchdog_id = RegisterTimeout(USER_TIMEOUT, watchdog_tick);
-		enable_timeout_every(watchdog_id,
-							 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WATCHDOG_MS),
-							 WATCHDOG_MS);
-	}
-	else if (watchdog_id != MAX_TIMEOUTS)
-		disable_timeout(watchdog_id, false);
-}
-
-/*
- * redlock_registry_watchdog_explanation
- *		When the watchdog cancelled this backend and that was not reported yet: copies
- *		the lock's resource (its key without the prefix) into resource (len bytes) and
- *		returns true.  For the error-report hook: takes no lock.  Raises nothing.
- */
-bool
-redlock_registry_watchdog_explanation(char *resource, size_t len)
-{
-	volatile RegistryEntry *entry;
-
-	if (!watchdog_unexplained || registry == NULL)
-		return false;
-	watchdog_unexplained = false;
-	entry = &registry->entries[watchdog_fired_index];
-	if (entry->generation != watchdog_fired_generation || entry->state == ENTRY_FREE)
-		return false;
-	strlcpy(resource, (const char *) entry->key + entry->prefix_len, len);
-	return true;
 }

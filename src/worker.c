@@ -10,16 +10,9 @@
  * backends.  All the locks due in one wake-up go out in one pipelined round per
  * configuration.
  *
- * The policy (spec §6 applied to a lock nobody extends by hand):
- *	- renew once only two thirds of the TTL are left of the validity, i.e. every TTL/3;
- *	- a renewal that a quorum refused (our token is gone from more masters than a
- *	  quorum can spare) loses the lock at once;
- *	- a renewal that fewer than a quorum answered is retried every
- *	  min(redlock.retry_delay, TTL/10) until less than TTL/3 of validity is left, and
- *	  the lock is then given up, so that its owner is cancelled with that third of the
- *	  TTL to spare rather than after the validity ran out;
- *	- a lock whose validity ran out before it could be renewed (no worker ran) is
- *	  lost; the worker never re-creates a key, only the check-and-PEXPIRE script runs.
+ * When to renew, what a renewal's answer means and when a lock is lost are the
+ * lease's rules (lease.c); the worker applies them and reports what it lost only
+ * through the lease.  It never re-creates a key: only the check-and-PEXPIRE script runs.
  *
  * Between rounds it sleeps in subscription.c, which also keeps its subscriptions to
  * release announcements and wakes the backends waiting for an announced key.
@@ -42,6 +35,7 @@
 #include "utils/resowner.h"
 #include "utils/wait_event.h"
 
+#include "lease.h"
 #include "redlock.h"
 
 PGDLLEXPORT void redlock_worker_main(Datum main_arg);
@@ -109,49 +103,6 @@ set_for_slot(int slot, uint32 generation)
 	return cached->set;
 }
 
-/* Decides what renewal r's result means (see the file header). */
-static void
-decide(const RedlockRenewal *r, const RedlockResult *result, double now_ms,
-	   RedlockRenewalOutcome *outcome)
-{
-	outcome->answer.status = result->status;
-	outcome->answer.node_count = result->node_count;
-	outcome->answer.quorum = result->quorum;
-	outcome->answer.accepted = result->accepted;
-	outcome->answer.answered = result->answered;
-	outcome->answer.failed = result->failed;
-
-	switch (result->status)
-	{
-		case REDLOCK_OK:
-			redlock_stats_count(REDLOCK_STAT_RENEWED);
-			outcome->valid_until_ms = result->valid_until_ms;
-			outcome->next_renewal_ms = redlock_renewal_due_ms(r->ttl_ms, result->valid_until_ms);
-			break;
-		case REDLOCK_BUSY:
-			if (result->accepted >= result->quorum)
-				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
-						 "a quorum renewed it too late to leave any validity time");
-			else
-				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
-						 "%d of %d Redis masters no longer hold its token",
-						 result->answered - result->accepted, result->node_count);
-			break;
-		case REDLOCK_UNAVAILABLE:
-			redlock_stats_count(REDLOCK_STAT_RENEW_FAILED);
-			if (r->valid_until_ms - now_ms < r->ttl_ms / 3.0)
-				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
-						 "fewer than a quorum of Redis masters answered its renewals "
-						 "(%d of %d answered, %d needed) and less than a third of its TTL "
-						 "of validity was left",
-						 result->answered, result->node_count, result->quorum);
-			else
-				outcome->next_renewal_ms = now_ms +
-					Max(1.0, Min((double) redlock_retry_delay_ms, r->ttl_ms / 10.0));
-			break;
-	}
-}
-
 /*
  * One round: renews every lock that is due, one pipelined request per configuration.
  * Returns when the next lock falls due (a redlock_clock_ms() time); *changes is set to
@@ -213,7 +164,8 @@ renew_round(uint64 *changes)
 		{
 			int			k = index[j];
 
-			decide(&renewals[k], &results[j], now_ms, &outcomes[k]);
+			redlock_lease_decide(renewals[k].ttl_ms, renewals[k].valid_until_ms, &results[j],
+								 now_ms, &outcomes[k]);
 			if (outcomes[k].lost_reason[0] == '\0')
 				next_due_ms = Min(next_due_ms, outcomes[k].next_renewal_ms);
 		}

@@ -18,9 +18,10 @@
  * pooler that resets a server connection with it (PgBouncer's server_reset_query)
  * hands the next client a backend that holds nothing.
  *
- * An error-report hook words the cancel the background worker sends when an
- * auto-extended lock is lost, and the commit check refuses the transaction that was
- * running then (see redlock_lock_first_lost_in_xact).
+ * For auto-extended locks, the loss protocol (lease.c) acts here: the commit check
+ * (at PRE_COMMIT and PRE_PREPARE), an error-report hook that words the watchdog's
+ * cancel, and the watchdog re-armed at every statement start (the executor and utility
+ * hooks) and abort, since PostgreSQL's error recovery disables every timeout.
  *
  * The hooks are registered on first use rather than in _PG_init, so that a library
  * preloaded into the postmaster still registers them in each backend.
@@ -30,17 +31,20 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/ipc.h"
 #include "tcop/utility.h"
 #include "utils/elog.h"
 
+#include "lease.h"
 #include "redlock.h"
 
 static bool hooks_registered = false;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility_hook = NULL;
+static ExecutorStart_hook_type prev_executor_start_hook = NULL;
 
 /*
  * Runs fn(arg) and turns any ERROR it raises into a WARNING saying when (what), for
@@ -90,11 +94,29 @@ release_at_exit(void *arg pg_attribute_unused())
 	redlock_lock_release_everything(redlock_warn_release);
 }
 
+/*
+ * The loss protocol's commit check (lease.c): no work done while an auto-extended
+ * lock taken with redlock.cancel_on_loss was lost or run out becomes visible, at
+ * commit or at PREPARE TRANSACTION.
+ */
+static void
+refuse_lost_leases(void)
+{
+	const char *reason;
+	const char *resource = redlock_lock_first_lost_in_xact(&reason);
+
+	if (resource)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("lock on resource \"%s\" was lost during this transaction", resource),
+				 errdetail("The redlock background worker could not keep it alive: %s.", reason),
+				 errhint("Release the lock (redlock_release returns false for it) and run the work again once it is acquired anew, or turn redlock.cancel_on_loss off before acquiring it to let such transactions commit.")));
+}
+
 static void
 xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	const char *resource;
-	char	   *reason;
 
 	if (!redlock_lock_xact_pending())
 		return;
@@ -103,13 +125,7 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			/* The work a lost or expired lock guarded must not become visible. */
-			resource = redlock_lock_first_lost_in_xact(&reason);
-			if (resource)
-				ereport(ERROR,
-						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 errmsg("lock on resource \"%s\" was lost during this transaction", resource),
-						 errdetail("The redlock background worker could not keep it alive: %s.", reason),
-						 errhint("Turn redlock.cancel_on_loss off before acquiring the lock to let such transactions commit.")));
+			refuse_lost_leases();
 			resource = redlock_lock_first_expired_xact();
 			if (resource)
 				ereport(ERROR,
@@ -120,15 +136,19 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 						 errhint("Use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot PREPARE a transaction that has acquired redlock locks")));
+			/* Its holds would outlive the session they belong to. */
+			if (redlock_lock_xact_acquired())
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that has acquired redlock locks")));
+			refuse_lost_leases();
 			break;
 		case XACT_EVENT_COMMIT:
 			run_without_raising(end_committed_xact, NULL, "after commit");
 			break;
 		case XACT_EVENT_ABORT:
 			redlock_lock_xact_end(false, redlock_warn_release);
+			redlock_lease_rearm();
 			break;
 		default:
 			break;
@@ -167,8 +187,8 @@ explain_cancel(ErrorData *edata)
 		prev_emit_log_hook(edata);
 	if (edata->elevel == ERROR && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
 	{
-		char	   *reason;
-		const char *resource = redlock_lock_cancel_explanation(&reason);
+		const char *reason;
+		const char *resource = redlock_lease_cancel_explanation(&reason);
 
 		if (resource)
 		{
@@ -191,6 +211,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	bool		discard_all = IsA(stmt, DiscardStmt) &&
 		((DiscardStmt *) stmt)->target == DISCARD_ALL;
 
+	redlock_lease_rearm();
 	if (prev_process_utility_hook)
 		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context, params,
 								  queryEnv, dest, qc);
@@ -199,6 +220,17 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 								queryEnv, dest, qc);
 	if (discard_all)
 		(void) redlock_lock_release_session(redlock_warn_release);
+}
+
+/* Every statement that runs a plan: the lease watchdog is armed and may cancel again. */
+static void
+executor_start(QueryDesc *queryDesc, int eflags)
+{
+	redlock_lease_rearm();
+	if (prev_executor_start_hook)
+		prev_executor_start_hook(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
 }
 
 /*
@@ -218,5 +250,7 @@ redlock_hooks_register(void)
 	emit_log_hook = explain_cancel;
 	prev_process_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = process_utility;
+	prev_executor_start_hook = ExecutorStart_hook;
+	ExecutorStart_hook = executor_start;
 	hooks_registered = true;
 }

@@ -1,0 +1,522 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.c
+ *	  The loss protocol of an auto-extended lock: its life after acquire, written once.
+ *
+ * THE INVARIANT (README, "Auto-extended locks"): for a lock taken with
+ * redlock.cancel_on_loss on, no transaction of its owner commits (or prepares) if the
+ * lock's validity ran out at any point after the transaction began, unless the owner
+ * was told of that loss by an error or a false from redlock_extend() in an earlier
+ * transaction; and a running statement is cancelled before the validity runs out
+ * whenever the owner can be reached.  Whatever the worker does (renews, stalls, is
+ * terminated and restarted), whatever the owner's state (running, idle, idle in a
+ * transaction, after an error) and whatever the order of events.
+ *
+ * A lease (RedlockLease, in the lock's registry entry) goes
+ *		PENDING --acquired--> HELD --renewal refused, or validity ran out--> LOST
+ * and HELD renews itself (spec §6, applied to a lock nobody extends by hand):
+ *	- a renewal is due once only two thirds of the TTL are left of the validity, i.e.
+ *	  every TTL/3; locks due within a tenth of their TTL (at most 200 ms) come along;
+ *	- before a request goes out, the validity is cut to what its TTL allows from now
+ *	  (redlock_validity_bound_ms): any master may apply it, whatever we learn;
+ *	- a quorum that refused (our token is gone from more masters than a quorum can
+ *	  spare) loses the lock at once;
+ *	- fewer than a quorum answering is retried every min(redlock.retry_delay, TTL/10)
+ *	  until less than TTL/3 of validity is left, and the lock is then lost, so that
+ *	  its owner is stopped with a third of the TTL to spare;
+ *	- a lease whose validity ran out before the worker could renew it (the worker was
+ *	  stopped, starved or restarting) is lost;
+ *	- a renewal whose success arrives after the validity had run out (a worker that
+ *	  stalled mid-round) holds the lease again, but the gap is remembered (gap_end_ms).
+ * A LOST lease's validity is the time of the loss: from then on it reads as run out.
+ *
+ * The owner's side needs no word from the worker, which may be the one stalled:
+ *	- the watchdog, a timer in the owner every WATCHDOG_MS, cancels the running
+ *	  statement (SIGINT to itself, as statement_timeout does) once the validity is
+ *	  within min(2 ticks, TTL/6) of running out, once per run-out and statement.  It is
+ *	  armed while the owner watches a lease and re-armed at every statement start and
+ *	  abort, since PostgreSQL's error recovery disables every timeout;
+ *	- the commit check (redlock_lease_commit_refusal) refuses a commit when a gap
+ *	  ended after the transaction began, or the validity has run out (or has less
+ *	  than redlock.commit_margin left) and that run-out was not told to the owner in
+ *	  an earlier transaction.  A configuration change (redlock.servers, key_prefix)
+ *	  counts as a run-out;
+ *	- telling: the cancel's error (worded by the error-report hook), the commit's
+ *	  refusal, and a false from redlock_extend().  The transaction in which the owner
+ *	  is told cannot commit; later ones may, since the job knows.
+ * The worker only writes the lease; it never signals the owner.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+#include <signal.h>
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "redlock.h"
+#include "lease.h"
+
+#define WATCHDOG_MS 50
+
+/*---- the lease, under the registry's lock ----*/
+
+/*
+ * redlock_lease_init
+ *		Starts lease for an acquire under way (PENDING); cancel_on_loss: the owner asked
+ *		to be stopped if the lock is lost.  Raises nothing.
+ */
+void
+redlock_lease_init(RedlockLease *lease, bool cancel_on_loss)
+{
+	memset(lease, 0, sizeof(*lease));
+	lease->state = LEASE_PENDING;
+	lease->cancel_on_loss = cancel_on_loss;
+}
+
+/* The renewal time of a lease valid until valid_until_ms with a TTL of ttl_ms: TTL/3 in. */
+static double
+lease_renewal_due_ms(int ttl_ms, double valid_until_ms)
+{
+	return valid_until_ms - ttl_ms * 2.0 / 3.0;
+}
+
+/*
+ * redlock_lease_hold
+ *		The acquire succeeded: lease is HELD with a TTL of ttl_ms milliseconds, valid
+ *		until valid_until_ms (a redlock_clock_ms() time).  Raises nothing.
+ */
+void
+redlock_lease_hold(RedlockLease *lease, int ttl_ms, double valid_until_ms)
+{
+	if (lease->state != LEASE_PENDING)
+		return;
+	lease->state = LEASE_HELD;
+	lease->ttl_ms = ttl_ms;
+	lease->valid_until_ms = valid_until_ms;
+	lease->next_renewal_ms = lease_renewal_due_ms(ttl_ms, valid_until_ms);
+}
+
+/*
+ * redlock_lease_due
+ *		Whether the worker renews lease in its round at now_ms: NOT_DUE, DUE (its
+ *		renewal time came, within the batching window, or requested: its owner asked
+ *		for a new TTL), or RAN_OUT (the caller loses it).  Raises nothing.
+ */
+RedlockLeaseDue
+redlock_lease_due(const RedlockLease *lease, double now_ms, bool requested)
+{
+	if (lease->state != LEASE_HELD)
+		return LEASE_NOT_DUE;
+	if (lease->valid_until_ms <= now_ms)
+		return LEASE_RAN_OUT;
+	/* Nearly due ones join this round (fewer rounds); retries keep their spacing. */
+	if (requested ||
+		lease->next_renewal_ms <= now_ms +
+		(lease->retrying ? 0 : Min(lease->ttl_ms / 10.0, 200.0)))
+		return LEASE_DUE;
+	return LEASE_NOT_DUE;
+}
+
+/*
+ * redlock_lease_cut
+ *		A request setting a TTL of ttl_ms milliseconds is about to go out: the lease's
+ *		validity is cut to what that TTL allows from now (spec §3 step 4), since any
+ *		master may apply it.  Raises nothing.
+ */
+void
+redlock_lease_cut(RedlockLease *lease, int ttl_ms)
+{
+	lease->ttl_ms = ttl_ms;
+	lease->valid_until_ms = Min(lease->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
+}
+
+/*
+ * redlock_lease_decide
+ *		What the worker's renewal of a lease with a TTL of ttl_ms, valid until
+ *		valid_until_ms when it went out, means given result at now_ms (ms): renewed (a
+ *		new validity and renewal time), retry (a renewal time), or lost (a reason).
+ *		Fills *outcome; raises nothing.
+ */
+void
+redlock_lease_decide(int ttl_ms, double valid_until_ms, const RedlockResult *result,
+					 double now_ms, RedlockRenewalOutcome *outcome)
+{
+	outcome->answer.status = result->status;
+	outcome->answer.node_count = result->node_count;
+	outcome->answer.quorum = result->quorum;
+	outcome->answer.accepted = result->accepted;
+	outcome->answer.answered = result->answered;
+	outcome->answer.failed = result->failed;
+
+	switch (result->status)
+	{
+		case REDLOCK_OK:
+			redlock_stats_count(REDLOCK_STAT_RENEWED);
+			outcome->valid_until_ms = result->valid_until_ms;
+			outcome->next_renewal_ms = lease_renewal_due_ms(ttl_ms, result->valid_until_ms);
+			break;
+		case REDLOCK_BUSY:
+			if (result->accepted >= result->quorum)
+				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
+						 "a quorum renewed it too late to leave any validity time");
+			else
+				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
+						 "%d of %d Redis masters no longer hold its token",
+						 result->answered - result->accepted, result->node_count);
+			break;
+		case REDLOCK_UNAVAILABLE:
+			redlock_stats_count(REDLOCK_STAT_RENEW_FAILED);
+			if (valid_until_ms - now_ms < ttl_ms / 3.0)
+				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
+						 "fewer than a quorum of Redis masters answered its renewals "
+						 "(%d of %d answered, %d needed) and less than a third of its TTL "
+						 "of validity was left",
+						 result->answered, result->node_count, result->quorum);
+			else
+				outcome->next_renewal_ms = now_ms +
+					Max(1.0, Min((double) redlock_retry_delay_ms, ttl_ms / 10.0));
+			break;
+	}
+}
+
+/*
+ * redlock_lease_lose
+ *		lease is LOST for reason at now_ms: its validity ends now (or when it ran out,
+ *		if earlier), for good.  Raises nothing.
+ */
+void
+redlock_lease_lose(RedlockLease *lease, const char *reason, double now_ms)
+{
+	/* The reason before the state: the owner's hook reads them without the lock. */
+	strlcpy(lease->lost_reason, reason, sizeof(lease->lost_reason));
+	lease->valid_until_ms = Min(lease->valid_until_ms, now_ms);
+	lease->lost_at = GetCurrentTimestamp();
+	pg_write_barrier();
+	lease->state = LEASE_LOST;
+	redlock_stats_count(REDLOCK_STAT_LOCKS_LOST);
+}
+
+/*
+ * redlock_lease_apply
+ *		Applies the worker's decision (outcome, from redlock_lease_decide) to a HELD
+ *		lease at now_ms.  A success that comes after the validity had run out records
+ *		the gap.  The caller checks lease->state for a loss.  Raises nothing.
+ */
+void
+redlock_lease_apply(RedlockLease *lease, const RedlockRenewalOutcome *outcome, double now_ms)
+{
+	if (lease->state != LEASE_HELD)
+		return;
+	if (outcome->lost_reason[0] != '\0')
+	{
+		redlock_lease_lose(lease, outcome->lost_reason, now_ms);
+		return;
+	}
+	lease->next_renewal_ms = outcome->next_renewal_ms;
+	lease->retrying = (outcome->answer.status != REDLOCK_OK);
+	if (outcome->answer.status != REDLOCK_OK)
+		return;
+	if (lease->valid_until_ms <= now_ms)
+		lease->gap_end_ms = now_ms;
+	lease->valid_until_ms = outcome->valid_until_ms;
+	lease->last_renewal = GetCurrentTimestamp();
+	lease->renewals++;
+}
+
+/*---- the owner's side: watchdog, commit check, telling ----*/
+
+/*
+ * One lease this backend watches.  The watchdog's timer handler reads the array of
+ * them; it is changed only outside the handler, entries before the count.
+ */
+struct RedlockLeaseWatch
+{
+	RedlockRegistryHandle handle;
+	double		told_run_out_ms;	/* the run-out the owner was told of; NaN: none */
+	uint32		told_lxid;		/* in which transaction */
+	volatile double fired_run_out_ms;	/* the watchdog cancelled for it this statement */
+	char		resource[REDLOCK_MAX_RESOURCE_LEN + 1];
+};
+
+/*
+ * A refusal found when a watch was dropped (the lock released or let go of in the
+ * transaction it was lost in): that transaction still must not commit.
+ */
+static uint32 carried_lxid = 0;
+static char carried_resource[REDLOCK_MAX_RESOURCE_LEN + 1];
+static char carried_reason[REDLOCK_NODE_ERROR_LEN + 128];
+
+static RedlockLeaseWatch **watched = NULL;
+static volatile int nwatched = 0;
+static int	maxwatched = 0;
+static TimeoutId watchdog_id = MAX_TIMEOUTS;
+static RedlockLeaseWatch *volatile watchdog_fired = NULL;	/* not yet explained */
+
+/* This backend's local transaction number, which names the current transaction. */
+static uint32
+current_lxid(void)
+{
+	return (uint32) redlock_my_lxid();
+}
+
+/* The run-out a lease stands for: the configuration change, or its validity's end. */
+static double
+run_out_of(const RedlockLease *lease, bool reconfigured)
+{
+	return reconfigured ? -1.0 : lease->valid_until_ms;
+}
+
+static void
+watchdog_tick(void)
+{
+	double		now = redlock_clock_ms();
+
+	for (int i = 0; i < nwatched; i++)
+	{
+		RedlockLeaseWatch *w = watched[i];
+		RedlockLease peek;
+
+		if (!redlock_registry_peek(&w->handle, &peek) || peek.state == LEASE_PENDING ||
+			!peek.cancel_on_loss ||
+			peek.valid_until_ms - now > Min((double) WATCHDOG_MS * 2, peek.ttl_ms / 6.0) ||
+			w->fired_run_out_ms == peek.valid_until_ms ||
+			w->told_run_out_ms == peek.valid_until_ms)
+			continue;
+		w->fired_run_out_ms = peek.valid_until_ms;
+		watchdog_fired = w;
+		kill(MyProcPid, SIGINT);
+		return;
+	}
+}
+
+/* Arms the watchdog unless it runs (error recovery disables every timeout). */
+static void
+watchdog_arm(void)
+{
+	if (watchdog_id == MAX_TIMEOUTS)
+		watchdog_id = RegisterTimeout(USER_TIMEOUT, watchdog_tick);
+	if (!get_timeout_active(watchdog_id))
+		enable_timeout_every(watchdog_id,
+							 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WATCHDOG_MS),
+							 WATCHDOG_MS);
+}
+
+/*
+ * redlock_lease_watch
+ *		This backend owns the lease of handle's entry, for resource: watch it (the
+ *		watchdog, the commit check).  Returns the watch, for the other owner-side
+ *		calls.  Raises only out-of-memory errors.
+ */
+RedlockLeaseWatch *
+redlock_lease_watch(const RedlockRegistryHandle *handle, const char *resource)
+{
+	RedlockLeaseWatch *w = MemoryContextAllocZero(TopMemoryContext, sizeof(RedlockLeaseWatch));
+
+	w->handle = *handle;
+	w->told_run_out_ms = NAN;
+	w->fired_run_out_ms = NAN;
+	strlcpy(w->resource, resource, sizeof(w->resource));
+	if (nwatched == maxwatched)
+	{
+		int			newmax = Max(8, maxwatched * 2);
+		RedlockLeaseWatch **bigger = MemoryContextAlloc(TopMemoryContext,
+														newmax * sizeof(RedlockLeaseWatch *));
+
+		/* The handler may read the old array meanwhile: swap in a full copy. */
+		if (nwatched > 0)
+			memcpy(bigger, watched, nwatched * sizeof(RedlockLeaseWatch *));
+		pg_compiler_barrier();
+		if (watched)
+		{
+			RedlockLeaseWatch **old = watched;
+
+			watched = bigger;
+			pg_compiler_barrier();
+			pfree(old);
+		}
+		else
+			watched = bigger;
+		maxwatched = newmax;
+	}
+	watched[nwatched] = w;
+	pg_compiler_barrier();
+	nwatched = nwatched + 1;
+	watchdog_arm();
+	return w;
+}
+
+/*
+ * redlock_lease_unwatch
+ *		The owner lets go of watch's lease (release, let-go, abort, exit); reconfigured
+ *		as for redlock_lease_commit_refusal.  A lease that the running transaction may
+ *		not commit over keeps refusing it after this (redlock_lease_carried_refusal).
+ *		The watchdog stops when nothing is left to watch.  Raises only out-of-memory
+ *		errors, and not at exit or outside a transaction.
+ */
+void
+redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured)
+{
+	if (IsTransactionState())
+	{
+		const char *why = redlock_lease_commit_refusal(watch, reconfigured);
+
+		if (why && carried_lxid != current_lxid())
+		{
+			carried_lxid = current_lxid();
+			strlcpy(carried_resource, watch->resource, sizeof(carried_resource));
+			strlcpy(carried_reason, why, sizeof(carried_reason));
+		}
+	}
+	for (int i = 0; i < nwatched; i++)
+	{
+		if (watched[i] != watch)
+			continue;
+		/* Hide the last one's slot before it moves down. */
+		watched[i] = watched[nwatched - 1];
+		pg_compiler_barrier();
+		nwatched = nwatched - 1;
+		break;
+	}
+	if (watchdog_fired == watch)
+		watchdog_fired = NULL;
+	pg_compiler_barrier();
+	pfree(watch);
+	if (nwatched == 0 && watchdog_id != MAX_TIMEOUTS)
+		disable_timeout(watchdog_id, false);
+}
+
+/*
+ * redlock_lease_rearm
+ *		A statement starts (or a transaction aborted): re-arm the watchdog, which
+ *		error recovery may have switched off, and let it cancel again for a run-out
+ *		it already cancelled for while the owner was idle (the cancel was dropped).
+ *		Raises nothing.
+ */
+void
+redlock_lease_rearm(void)
+{
+	if (nwatched == 0)
+		return;
+	for (int i = 0; i < nwatched; i++)
+		watched[i]->fired_run_out_ms = NAN;
+	watchdog_fired = NULL;
+	watchdog_arm();
+}
+
+/*
+ * redlock_lease_told
+ *		The owner was just told that watch's lease is lost (redlock_extend returned
+ *		false): the transaction that is running cannot commit, later ones may.
+ *		Raises nothing.
+ */
+void
+redlock_lease_told(RedlockLeaseWatch *watch)
+{
+	RedlockLease lease;
+
+	if (!redlock_registry_view(&watch->handle, &lease) ||
+		watch->told_run_out_ms == lease.valid_until_ms)
+		return;					/* told already, maybe in an earlier transaction */
+	watch->told_run_out_ms = lease.valid_until_ms;
+	watch->told_lxid = current_lxid();
+}
+
+/*
+ * redlock_lease_commit_refusal
+ *		The commit check of watch's lease (see the invariant above); reconfigured: the
+ *		configuration in force is not the one the lock was taken under.  Returns why the
+ *		current transaction must not commit (palloc'd), or NULL.  A refusal tells the
+ *		owner.  Raises only out-of-memory errors.
+ */
+const char *
+redlock_lease_commit_refusal(RedlockLeaseWatch *watch, bool reconfigured)
+{
+	RedlockLease lease;
+	double		now_ms = redlock_clock_ms();
+	TimestampTz now = GetCurrentTimestamp();
+	double		xact_start_ms;
+	const char *why;
+
+	if (!redlock_registry_view(&watch->handle, &lease) || lease.state == LEASE_PENDING ||
+		!lease.cancel_on_loss)
+		return NULL;
+	xact_start_ms = now_ms - (now - GetCurrentTransactionStartTimestamp()) / 1000.0;
+	if (lease.gap_end_ms > xact_start_ms)
+		why = "its validity time ran out during this transaction before the worker renewed it";
+	else if (reconfigured || lease.valid_until_ms - now_ms <= redlock_commit_margin_ms)
+	{
+		if (watch->told_run_out_ms == run_out_of(&lease, reconfigured) &&
+			watch->told_lxid != current_lxid())
+			return NULL;		/* told in an earlier transaction */
+		if (reconfigured)
+			why = "redlock.servers, its credentials or redlock.key_prefix changed, so other sessions look for it elsewhere";
+		else if (lease.state == LEASE_LOST)
+			why = pstrdup(lease.lost_reason);
+		else
+			why = "its validity time ran out (or had less than redlock.commit_margin left) before the worker renewed it";
+	}
+	else
+		return NULL;
+	watch->told_run_out_ms = run_out_of(&lease, reconfigured);
+	watch->told_lxid = current_lxid();
+	return why;
+}
+
+/*
+ * redlock_lease_cancel_explanation
+ *		For the error-report hook, on a query cancel: when the watchdog sent it and it
+ *		was not explained yet, returns the lease's resource and sets *reason, and the
+ *		owner counts as told; NULL otherwise.  Takes no lock (the hook must not) and
+ *		raises only out-of-memory errors.
+ */
+const char *
+redlock_lease_cancel_explanation(const char **reason)
+{
+	RedlockLeaseWatch *w = watchdog_fired;
+	RedlockLease peek;
+
+	if (w == NULL)
+		return NULL;
+	watchdog_fired = NULL;
+	w->told_run_out_ms = w->fired_run_out_ms;
+	w->told_lxid = current_lxid();
+	if (redlock_registry_peek(&w->handle, &peek) && peek.state == LEASE_LOST)
+		*reason = pstrdup(peek.lost_reason);
+	else
+		*reason = "its validity time was running out without a renewal (the worker did not renew it in time)";
+	return w->resource;
+}
+
+/*
+ * redlock_lease_carried_refusal
+ *		When a lease let go of in the running transaction refused its commit: returns
+ *		its resource and sets *reason; NULL otherwise.  Raises nothing.
+ */
+const char *
+redlock_lease_carried_refusal(const char **reason)
+{
+	if (carried_lxid == 0 || carried_lxid != current_lxid())
+		return NULL;
+	*reason = carried_reason;
+	return carried_resource;
+}
+
+/*
+ * redlock_lease_was_told
+ *		True when the owner was told of a loss of watch's lease (an error or a false
+ *		from redlock_extend), so that a release need not warn of it again.  Raises
+ *		nothing.
+ */
+bool
+redlock_lease_was_told(const RedlockLeaseWatch *watch)
+{
+	return !isnan(watch->told_run_out_ms);
+}

@@ -1,0 +1,73 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.h
+ *	  The loss protocol of an auto-extended lock (lease.c): its life after acquire.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REDLOCK_LEASE_H
+#define REDLOCK_LEASE_H
+
+#include "redlock.h"
+
+typedef enum RedlockLeaseState
+{
+	LEASE_PENDING,				/* the owner's acquire is under way */
+	LEASE_HELD,					/* the worker renews it */
+	LEASE_LOST					/* given up: never held again */
+} RedlockLeaseState;
+
+/*
+ * An auto-extended lock's lease, kept in its registry entry under the registry's
+ * lock and changed only by the lease functions below.
+ */
+typedef struct RedlockLease
+{
+	RedlockLeaseState state;
+	bool		cancel_on_loss; /* the owner asked to be stopped when it is lost */
+	bool		retrying;		/* its last renewal got no quorum's answer */
+	int			ttl_ms;			/* TTL last sent */
+	double		valid_until_ms; /* redlock_clock_ms() time; the loss's time once lost */
+	double		next_renewal_ms;
+	double		gap_end_ms;		/* when a renewal last restored a validity that had
+								 * run out (a stalled worker); 0: never */
+	TimestampTz last_renewal;	/* 0 before the first */
+	TimestampTz lost_at;
+	int64		renewals;
+	char		lost_reason[REDLOCK_NODE_ERROR_LEN];
+} RedlockLease;
+
+/* What the worker should do with a lease now (redlock_lease_due). */
+typedef enum RedlockLeaseDue
+{
+	LEASE_NOT_DUE,
+	LEASE_DUE,
+	LEASE_RAN_OUT				/* its validity ran out before it could be renewed */
+} RedlockLeaseDue;
+
+/* The worker's side, under the registry's lock. */
+extern void redlock_lease_init(RedlockLease *lease, bool cancel_on_loss);
+extern void redlock_lease_hold(RedlockLease *lease, int ttl_ms, double valid_until_ms);
+extern RedlockLeaseDue redlock_lease_due(const RedlockLease *lease, double now_ms,
+										 bool requested);
+extern void redlock_lease_cut(RedlockLease *lease, int ttl_ms);
+extern void redlock_lease_decide(int ttl_ms, double valid_until_ms, const RedlockResult *result,
+								 double now_ms, RedlockRenewalOutcome *outcome);
+extern void redlock_lease_apply(RedlockLease *lease, const RedlockRenewalOutcome *outcome,
+								double now_ms);
+extern void redlock_lease_lose(RedlockLease *lease, const char *reason, double now_ms);
+
+/* The owner's side. */
+typedef struct RedlockLeaseWatch RedlockLeaseWatch;
+
+extern RedlockLeaseWatch *redlock_lease_watch(const RedlockRegistryHandle *handle,
+											  const char *resource);
+extern void redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured);
+extern void redlock_lease_rearm(void);
+extern const char *redlock_lease_commit_refusal(RedlockLeaseWatch *watch, bool reconfigured);
+extern void redlock_lease_told(RedlockLeaseWatch *watch);
+extern const char *redlock_lease_cancel_explanation(const char **reason);
+extern const char *redlock_lease_carried_refusal(const char **reason);
+extern bool redlock_lease_was_told(const RedlockLeaseWatch *watch);
+
+#endif							/* REDLOCK_LEASE_H */
