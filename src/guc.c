@@ -45,6 +45,7 @@ int			redlock_commit_margin_ms = 100;
 bool		redlock_auto_extend = false;
 bool		redlock_cancel_on_loss = true;
 int			redlock_max_auto_extended_locks = 1000;
+int			redlock_max_auto_extended_locks_per_role = 100;
 int			redlock_quorum = 0;
 bool		redlock_tls = false;
 int			redlock_tls_verify = REDLOCK_TLS_VERIFY_FULL;
@@ -620,6 +621,19 @@ RedlockGucInit(void)
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
+
+	/*
+	 * So that one role cannot take every entry and deny auto_extend to all others;
+	 * superuser-only, and settable per role (ALTER ROLE ... SET).
+	 */
+	DefineCustomIntVariable("redlock.max_auto_extended_locks_per_role",
+							"Auto-extended locks the backends of one role (by session user) can hold at once.",
+							"0 means no limit but redlock.max_auto_extended_locks.",
+							&redlock_max_auto_extended_locks_per_role,
+							100, 0, 100000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("redlock");
 	defining_gucs = false;

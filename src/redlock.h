@@ -67,6 +67,7 @@ extern int	redlock_commit_margin_ms;
 extern bool redlock_auto_extend;
 extern bool redlock_cancel_on_loss;
 extern int	redlock_max_auto_extended_locks;
+extern int	redlock_max_auto_extended_locks_per_role;
 extern int	redlock_quorum;
 extern bool redlock_tls;
 extern int	redlock_tls_verify;

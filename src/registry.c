@@ -75,6 +75,7 @@ typedef struct RegistryEntry
 	uint32		generation;		/* bumped on each reservation: handles go stale */
 	int			owner_pid;
 	int			owner_procno;
+	Oid			owner_role;		/* the owner's session user */
 	int			config;
 	bool		renewing;		/* in the worker's round now */
 	RedlockLease lease;			/* written by lease.c's functions only */
@@ -293,7 +294,9 @@ wake_worker(void)
  *
  * Errors: 55000 when the library is not preloaded; 54000 when the key or the
  * configuration is longer than the registry keeps; 53400 when the registry is full
- * (redlock.max_auto_extended_locks) or holds too many distinct configurations.
+ * (redlock.max_auto_extended_locks), this backend's session user holds
+ * redlock.max_auto_extended_locks_per_role already, or the registry holds too many
+ * distinct configurations.
  */
 void
 redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
@@ -301,6 +304,8 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 {
 	RegistryEntry *entry = NULL;
 	int			config;
+	Oid			role = GetSessionUserId();
+	int			role_holds = 0;
 
 	if (registry == NULL)
 		ereport(ERROR,
@@ -323,6 +328,22 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 						   (int) REGISTRY_SERVERS_LEN, (int) REGISTRY_CREDENTIAL_LEN)));
 
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	if (redlock_max_auto_extended_locks_per_role > 0)
+		for (int i = 0; i < registry->max_entries; i++)
+			role_holds += (registry->entries[i].state != ENTRY_FREE &&
+						   registry->entries[i].owner_role == role);
+	if (redlock_max_auto_extended_locks_per_role > 0 &&
+		role_holds >= redlock_max_auto_extended_locks_per_role)
+	{
+		LWLockRelease(registry->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many auto-extended redlock locks for role \"%s\"",
+						GetUserNameFromId(role, false)),
+				 errdetail("Its sessions hold %d auto-extended locks; redlock.max_auto_extended_locks_per_role is %d.",
+						   role_holds, redlock_max_auto_extended_locks_per_role),
+				 errhint("Release some, or have a superuser raise redlock.max_auto_extended_locks_per_role for this role (ALTER ROLE ... SET).")));
+	}
 	config = config_acquire();
 	if (config >= 0 && registry->used < registry->max_entries)
 	{
@@ -364,6 +385,7 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 	entry->state = ENTRY_USED;
 	entry->owner_pid = MyProcPid;
 	entry->owner_procno = redlock_my_proc_number();
+	entry->owner_role = role;
 	entry->config = config;
 	entry->renewing = false;
 	redlock_lease_init(&entry->lease, cancel_on_loss);

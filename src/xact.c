@@ -110,7 +110,7 @@ refuse_lost_leases(void)
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("lock on resource \"%s\" was lost during this transaction", resource),
 				 errdetail("The redlock background worker could not keep it alive: %s.", reason),
-				 errhint("Release the lock (redlock_release returns false for it) and run the work again once it is acquired anew, or turn redlock.cancel_on_loss off before acquiring it to let such transactions commit.")));
+				 errhint("Release the lock with redlock_release() and run the work again once it is acquired anew, or turn redlock.cancel_on_loss off before acquiring it to let such transactions commit.")));
 }
 
 static void

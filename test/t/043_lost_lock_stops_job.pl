@@ -1,0 +1,308 @@
+# A lost lock stops its job, always (issue 21): the loss protocol's invariant (src/lease.c)
+# on every path the review found open.  For an auto-extended lock taken with
+# redlock.cancel_on_loss on, no transaction of its owner commits if the lock's validity
+# ran out at any point after it began (unless the owner was told in an earlier one), and
+# a running statement is cancelled before the validity runs out:
+# - the worker terminated, or SIGSTOPped and resumed, while the owner is idle in a
+#   transaction and another session takes the lock: the owner's COMMIT fails;
+# - a transaction that starts after the validity ran out (worker stalled): its COMMIT fails;
+# - an ERROR in the owner's session before the worker stalls: the running statement is
+#   still cancelled (error recovery disables every timeout, the watchdog's too);
+# - after a stall the lock survived (the watchdog fired, the worker renewed in time), a
+#   later real loss is still cancelled;
+# - told once, the owner may go on: the transaction after a reported loss commits;
+# - redlock.key_prefix changed by a reload under a held lock: the lock reads lost (no
+#   validity, no fencing token), and the transaction cannot commit;
+# - PREPARE TRANSACTION with an auto-extended session lock held but nothing acquired in
+#   the transaction is allowed; after the lock was lost, it is refused;
+# - one role cannot take every entry of the registry (max_auto_extended_locks_per_role).
+# Each case also checks that the scenario is real (another session held the lock, or the
+# worker really stalled), so that a pass means the guard acted, not that nothing happened.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my $node = RedisMasters::redlock_node('owner', $redis,
+	$RedisMasters::ROOMY_CONF
+	  . "shared_preload_libraries = 'redlock'\nmax_prepared_transactions = 5\n");
+my $rival = RedisMasters::redlock_node('rival', $redis, $RedisMasters::ROOMY_CONF);
+my ($out, $err);
+my $owner;
+
+$node->safe_psql('postgres', 'CREATE TABLE work (job text, step int)');
+
+sub worker_pid
+{
+	my $pid;
+	RedisMasters::wait_until(15,
+		sub {
+			$pid = $node->safe_psql('postgres',
+				"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+			return $pid ne '';
+		});
+	return $pid;
+}
+
+sub committed
+{
+	my ($job) = @_;
+	return $node->safe_psql('postgres', "SELECT count(*) FROM work WHERE job = '$job'");
+}
+
+# The rival cluster takes RESOURCE (waiting up to 5 s); true when it did.
+sub rival_takes
+{
+	my ($resource) = @_;
+	my ($got) = $rival->safe_psql('postgres',
+		"SELECT redlock_acquire('$resource', 2000, 5000)");
+	return $got eq 't';
+}
+
+# The error that stops a job whose lock on RESOURCE was lost: the commit check's
+# refusal (55P03) or, when the watchdog's tick comes first, the cancel (57014).
+sub lost_error
+{
+	my ($resource) = @_;
+	return qr/(?:55P03: lock on resource "$resource" was lost during this transaction|57014: canceling statement because lock on resource "$resource" was lost)/;
+}
+
+# Waits until the owner cluster's worker has logged the loss of RESOURCE (once more
+# than COUNT times), so that the owner's next step meets a lock the worker marked lost.
+sub worker_logged_loss
+{
+	my ($resource, $count) = @_;
+	return RedisMasters::wait_until(15,
+		sub {
+			my @seen = slurp_file($node->logfile) =~ /redlock lock on resource "\Q$resource\E" was lost/g;
+			return @seen > ($count // 0);
+		});
+}
+
+# Runs the owner's last statement and COMMIT; returns both statements' errors.
+sub finish_xact
+{
+	my ($statement, $end) = @_;
+	my (undef, $e1) = sql($owner, $statement);
+	my (undef, $e2) = sql($owner, $end // 'COMMIT');
+	return "$e1\n$e2";
+}
+
+sub rival_releases
+{
+	my ($resource) = @_;
+	$rival->safe_psql('postgres', "SELECT redlock_release('$resource')");
+}
+
+$owner = session($node);
+sql($owner, 'SET redlock.auto_extend = on');
+
+# --- 1. the worker terminated while the owner is idle in a transaction ---
+
+($out) = sql($owner, "SELECT redlock_acquire('term', 800)");
+is($out, 't', 'the owner takes an auto-extended lock with an 800 ms TTL');
+sql($owner, "BEGIN; INSERT INTO work VALUES ('term', 1)");
+my $wpid = worker_pid();
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($wpid)");
+ok(rival_takes('term'), 'worker terminated, owner idle in its transaction: the rival cluster takes the lock');
+ok(worker_logged_loss('term'), '... and the restarted worker marked the lock lost');
+$err = finish_xact("INSERT INTO work VALUES ('term', 2)");
+like($err, lost_error('term'),
+	"... the owner's COMMIT fails with 55P03 naming the lock");
+is(committed('term'), '0', '... and none of its work committed');
+rival_releases('term');
+sql($owner, "SELECT redlock_release('term')");
+
+# --- 2. the worker SIGSTOPped, and resumed before the owner's COMMIT ---
+
+($out) = sql($owner, "SELECT redlock_acquire('stop', 800)");
+sql($owner, "BEGIN; INSERT INTO work VALUES ('stop', 1)");
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+ok(rival_takes('stop'), 'worker stopped, owner idle in its transaction: the rival takes the lock');
+kill 'CONT', $wpid;
+ok(worker_logged_loss('stop'), '... the worker, resumed, marked the lock lost');
+$err = finish_xact("INSERT INTO work VALUES ('stop', 2)");
+like($err, lost_error('stop'),
+	'... the worker resumed before the COMMIT: the COMMIT still fails');
+is(committed('stop'), '0', '... and nothing committed');
+rival_releases('stop');
+sql($owner, "SELECT redlock_release('stop')");
+
+# --- 3. a transaction that starts after the validity ran out (worker stalled) ---
+
+($out) = sql($owner, "SELECT redlock_acquire('late', 800)");
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+ok(rival_takes('late'), 'worker stopped, owner idle: the rival takes the lock');
+$err = finish_xact("BEGIN; INSERT INTO work VALUES ('late', 1)");
+kill 'CONT', $wpid;
+like($err, lost_error('late'),
+	'a transaction begun after the validity ran out: its COMMIT fails');
+is(committed('late'), '0', '... and nothing committed');
+
+# Told once, the owner may go on: the refusal was the report.
+($out, $err) = sql($owner, "INSERT INTO work VALUES ('late', 2)");
+is($err, '', 'the loss told (the refused COMMIT): the next transaction commits');
+is(committed('late'), '1', '... its row is there');
+($out, $err) = sql($owner, "SELECT redlock_release('late'); SELECT count(*) FROM redlock_locks()");
+is($out, "t\n0", '... and its release forgets the lost lock');
+rival_releases('late');
+
+# --- 4. an ERROR in the owner's session, then a stalled worker ---
+
+($out) = sql($owner, "SELECT redlock_acquire('after-error', 1500)");
+($out, $err) = sql($owner, 'SELECT 1/0');
+like($err, qr/22012/, 'the owner hits an ERROR (division by zero)');
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+$owner->start("INSERT INTO work SELECT 'after-error', 1 FROM pg_sleep(6)");
+my $rival_got = rival_takes('after-error');
+($out, $err) = $owner->finish;
+kill 'CONT', $wpid;
+ok($rival_got, 'the worker stalled: the rival takes the lock once its validity ran out');
+like($err, qr/57014: canceling statement because lock on resource "after-error" was lost/,
+	"... and the owner's running statement was cancelled although an ERROR had switched its timeouts off");
+is(committed('after-error'), '0', '... nothing committed');
+sql($owner, "SELECT redlock_release('after-error')");
+rival_releases('after-error');
+
+# --- 5. a stall the lock survived, then a real loss ---
+# The worker is stopped until the owner's watchdog cancels (validity nearly out), then
+# resumed at once: it renews in time.  Tried up to 5 times, since the resume must land
+# within the last ~100 ms of validity.
+
+my $survived = 0;
+for my $try (1 .. 5)
+{
+	sql($owner, "SELECT redlock_release('survivor')");
+	($out) = sql($owner, "SELECT redlock_acquire('survivor', 3000)");
+	$wpid = worker_pid();
+	kill 'STOP', $wpid;
+	($out, $err) = sql($owner, 'SELECT pg_sleep(5)');
+	kill 'CONT', $wpid;
+	usleep(300_000);
+	($out) = sql($owner, "SELECT lost FROM redlock_locks() WHERE resource = 'survivor'");
+	if ($err =~ /57014/ && $out eq 'f')
+	{
+		$survived = $try;
+		last;
+	}
+	note "try $try: the stall was not survived ($out), again";
+}
+SKIP:
+{
+	skip 'the worker could not be resumed within the last 100 ms of validity in 5 tries', 3
+	  unless $survived;
+	pass("a stall the lock survived (try $survived): the watchdog cancelled, the worker renewed in time");
+	$owner->start('SELECT pg_sleep(6)');
+	usleep(500_000);
+	$redis->stop($_) for 0 .. 2;
+	($out, $err) = $owner->finish;
+	$redis->cont($_) for 0 .. 2;
+	like($err, qr/57014: canceling statement because lock on resource "survivor" was lost/,
+		'... a later real loss (3 of 5 masters frozen) still cancels the statement');
+	($out) = sql($owner, "SELECT lost FROM redlock_locks() WHERE resource = 'survivor'");
+	is($out, 't', '... and the lock reads lost');
+}
+sql($owner, "SELECT redlock_release('survivor')");
+
+# --- 6. redlock.key_prefix changed by a reload under a held lock ---
+
+($out) = sql($owner, "SET redlock.auto_extend = off; BEGIN; SELECT redlock_xact_acquire('kp', 20000)");
+is($out, 't', 'a transaction-scoped lock under the default key prefix');
+sql($owner, "INSERT INTO work VALUES ('kp', 1)");
+$node->safe_psql('postgres', "ALTER SYSTEM SET redlock.key_prefix = 'pfx:'");
+$node->reload;
+$rival->safe_psql('postgres', "LOAD 'redlock'; ALTER SYSTEM SET redlock.key_prefix = 'pfx:'");
+$rival->reload;
+usleep(300_000);
+ok(rival_takes('kp'), 'key_prefix changed by reload on both clusters: the rival takes the same resource');
+sql($owner, 'SELECT 1');	# the owner reads the new configuration after its next statement
+($out) = sql($owner, "SELECT validity_ms FROM redlock_locks() WHERE resource = 'kp'");
+is($out, '0', "... the owner's lock shows no validity");
+($out, $err) = sql($owner, "SAVEPOINT s; SELECT redlock_fencing_token('kp')");
+like($err, qr/ERROR:\s+55P03/, '... it gets no fencing token');
+sql($owner, 'ROLLBACK TO SAVEPOINT s');
+($out, $err) = sql($owner, 'COMMIT');
+like($err, qr/55P03/, '... and its transaction does not commit');
+is(committed('kp'), '0', '... nothing committed');
+rival_releases('kp');
+
+# The same for an auto-extended session lock.
+sql($owner, 'SET redlock.auto_extend = on');
+($out) = sql($owner, "SELECT redlock_acquire('kp-session', 20000)");
+sql($owner, "BEGIN; INSERT INTO work VALUES ('kp-session', 1)");
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET redlock.key_prefix');
+$node->reload;
+usleep(300_000);
+$err = finish_xact("INSERT INTO work VALUES ('kp-session', 2)");
+like($err, lost_error('kp-session'),
+	'an auto-extended session lock under a key prefix changed by reload: the COMMIT fails');
+is(committed('kp-session'), '0', '... nothing committed');
+sql($owner, "SELECT redlock_release('kp-session')");
+$rival->safe_psql('postgres', "LOAD 'redlock'; ALTER SYSTEM RESET redlock.key_prefix");
+$rival->reload;
+
+# --- 7. PREPARE TRANSACTION beside an auto-extended session lock ---
+
+($out) = sql($owner, "SELECT redlock_acquire('beside', 20000)");
+($out, $err) = sql($owner,
+	"BEGIN; INSERT INTO work VALUES ('prepared', 1); PREPARE TRANSACTION 'p1'");
+is($err, '', 'PREPARE TRANSACTION in a transaction that acquired nothing, beside a held auto-extended lock: allowed');
+$node->safe_psql('postgres', "COMMIT PREPARED 'p1'");
+is(committed('prepared'), '1', '... and it commits');
+($out, $err) = sql($owner,
+	"BEGIN; SELECT redlock_xact_acquire('in-prepared', 5000); PREPARE TRANSACTION 'p2'");
+like($err, qr/0A000: cannot PREPARE a transaction that has acquired redlock locks/,
+	'... one that acquired a lock is still refused (0A000)');
+sql($owner, 'ROLLBACK');
+sql($owner, "SELECT redlock_release('beside')");
+
+($out) = sql($owner, "SELECT redlock_acquire('prep-lost', 800)");
+sql($owner, "BEGIN; INSERT INTO work VALUES ('prep-lost', 1)");
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+ok(rival_takes('prep-lost'), 'the worker stalled: the rival takes the lock');
+$err = finish_xact('SELECT 1', "PREPARE TRANSACTION 'p3'");
+kill 'CONT', $wpid;
+like($err, lost_error('prep-lost'),
+	'... and PREPARE TRANSACTION of the owner\'s transaction is refused');
+($out) = $node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts');
+is($out, '0', '... nothing was prepared');
+sql($owner, "SELECT redlock_release('prep-lost')");
+rival_releases('prep-lost');
+
+# --- 8. one role cannot fill the registry of auto-extended locks ---
+
+$node->safe_psql('postgres', q{
+CREATE ROLE jobs LOGIN;
+GRANT EXECUTE ON FUNCTION redlock_acquire(text, integer, integer), redlock_release(text) TO jobs;
+ALTER SYSTEM SET redlock.max_auto_extended_locks_per_role = 3;
+SELECT pg_reload_conf();
+});
+my $jobs = session($node, 'postgres', extra_params => [ '-U', 'jobs' ]);
+($out, $err) = sql($jobs,
+	"SET redlock.auto_extend = on; SELECT count(*) FILTER (WHERE redlock_acquire('role-' || i, 20000)) FROM generate_series(1, 3) i");
+is($out, '3', 'a role takes 3 auto-extended locks with redlock.max_auto_extended_locks_per_role = 3');
+($out, $err) = sql($jobs, "SELECT redlock_acquire('role-4', 20000)");
+like($err, qr/53400: too many auto-extended redlock locks for role "jobs"/,
+	'... the 4th is refused with 53400 naming the role');
+like($err, qr/HINT:.*redlock.max_auto_extended_locks_per_role/, '... with a hint naming the setting');
+is($redis->holding('role-4', 0), 0, '... and set no key');
+($out, $err) = sql($owner, "SELECT redlock_acquire('other-role', 20000)");
+is($out, 't', '... while another role still takes one');
+sql($owner, "SELECT redlock_release('other-role')");
+sql($jobs, "SELECT redlock_release('role-' || i) FROM generate_series(1, 3) i");
+$jobs->quit;
+
+$owner->quit;
+RedisMasters::no_crash($_) for $node, $rival;
+done_testing();
