@@ -66,7 +66,8 @@ SELECT other($$SELECT redlock_release('regress-p')$$);
 SELECT other($$SET redlock.key_prefix = 'app:'; SELECT redlock_acquire('regress-p')$$);
 SELECT other($$RESET redlock.key_prefix; SELECT true$$);
 RESET redlock.key_prefix;
--- The lock keeps the key it was acquired under.
+-- The lock keeps the key it was acquired under; under another prefix it is lost
+-- (other sessions look for it under the new one), so releasing it warns.
 SELECT key FROM redlock_locks();
 
 -- release_all drops session holds and leaves transaction holds.

@@ -51,11 +51,11 @@ redlock_warn_release(const RedlockReleaseInfo *info)
 						   info->lost_reason)));
 	else if (info->reconfigured)
 		ereport(WARNING,
-				(errmsg("lock on resource \"%s\" was lost when the Redis masters or credentials changed",
+				(errmsg("lock on resource \"%s\" was lost when the Redis masters, credentials or key prefix changed",
 						info->resource),
-				 errdetail("It was taken under an earlier redlock.servers, redlock.database or credentials, "
-						   "so clients of the new ones may have held it meanwhile; its keys were released "
-						   "on the masters it was taken on.")));
+				 errdetail("It was taken under an earlier redlock.servers, redlock.database, credentials "
+						   "or redlock.key_prefix, so clients of the new ones may have held it meanwhile; "
+						   "its keys were released on the masters it was taken on.")));
 	else if (info->expired)
 		ereport(WARNING,
 				(errmsg("lock on resource \"%s\" had expired before it was released",

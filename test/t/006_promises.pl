@@ -54,7 +54,7 @@ is($out, '0', '... and the lock is forgotten');
 is($out, '0', 'a lock taken on the old masters shows no validity left');
 ($out, $err) = sql($s, "SELECT redlock_release('moved-release')");
 is($out, 't', 'release of a lock held on the old masters returns true (it was held)');
-like($err, qr/WARNING:\s+01000: lock on resource "moved-release" was lost when the Redis masters or credentials changed/,
+like($err, qr/WARNING:\s+01000: lock on resource "moved-release" was lost when the Redis masters, credentials or key prefix changed/,
 	'... with the 01000 WARNING that the masters changed');
 is($redis->holding('moved-release', 0), 0, '... and it is released on the masters it was taken on');
 sql($s, "RESET redlock.servers");
