@@ -33,9 +33,11 @@
  * The owner's side needs no word from the worker, which may be the one stalled:
  *	- the watchdog, a timer in the owner every WATCHDOG_MS, cancels the running
  *	  statement (SIGINT to itself, as statement_timeout does) once the validity is
- *	  within min(2 ticks, TTL/6) of running out, once per run-out and statement.  It is
- *	  armed while the owner watches a lease and re-armed at every statement start and
- *	  abort, since PostgreSQL's error recovery disables every timeout;
+ *	  within min(2 ticks, TTL/6) of running out, once per run-out.  It waits while the
+ *	  owner is idle (a cancel would be dropped there), so the owner's next statement is
+ *	  the one cancelled.  It is armed while the owner watches a lease and re-armed at
+ *	  every statement start and abort, since PostgreSQL's error recovery disables every
+ *	  timeout;
  *	- the commit check (redlock_lease_commit_refusal) refuses a commit when a gap
  *	  ended after the transaction began, or the validity has run out (or has less
  *	  than redlock.commit_margin left) and that run-out was not told to the owner in
@@ -56,6 +58,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/backend_status.h"
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
@@ -242,7 +245,7 @@ struct RedlockLeaseWatch
 	RedlockRegistryHandle handle;
 	double		told_run_out_ms;	/* the run-out the owner was told of; NaN: none */
 	uint32		told_lxid;		/* in which transaction */
-	volatile double fired_run_out_ms;	/* the watchdog cancelled for it this statement */
+	volatile double fired_run_out_ms;	/* the run-out the watchdog cancelled for */
 	char		resource[REDLOCK_MAX_RESOURCE_LEN + 1];
 };
 
@@ -274,11 +277,29 @@ run_out_of(const RedlockLease *lease, bool reconfigured)
 	return reconfigured ? -1.0 : lease->valid_until_ms;
 }
 
+/*
+ * True while this backend waits for its client's next command: a cancel sent then is
+ * dropped.  With track_activities off the state is unknown, and taken as running.
+ */
+static bool
+owner_idle(void)
+{
+	return MyBEEntry != NULL &&
+		(MyBEEntry->st_state == STATE_IDLE ||
+		 MyBEEntry->st_state == STATE_IDLEINTRANSACTION ||
+		 MyBEEntry->st_state == STATE_IDLEINTRANSACTION_ABORTED);
+}
+
 static void
 watchdog_tick(void)
 {
 	double		now = redlock_clock_ms();
 
+	if (owner_idle())
+	{
+		watchdog_fired = NULL;	/* any cancel it sent was dropped */
+		return;
+	}
 	for (int i = 0; i < nwatched; i++)
 	{
 		RedlockLeaseWatch *w = watched[i];
@@ -396,19 +417,13 @@ redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured)
 /*
  * redlock_lease_rearm
  *		A statement starts (or a transaction aborted): re-arm the watchdog, which
- *		error recovery may have switched off, and let it cancel again for a run-out
- *		it already cancelled for while the owner was idle (the cancel was dropped).
- *		Raises nothing.
+ *		error recovery may have switched off.  Raises nothing.
  */
 void
 redlock_lease_rearm(void)
 {
-	if (nwatched == 0)
-		return;
-	for (int i = 0; i < nwatched; i++)
-		watched[i]->fired_run_out_ms = NAN;
-	watchdog_fired = NULL;
-	watchdog_arm();
+	if (nwatched > 0)
+		watchdog_arm();
 }
 
 /*

@@ -222,7 +222,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		(void) redlock_lock_release_session(redlock_warn_release);
 }
 
-/* Every statement that runs a plan: the lease watchdog is armed and may cancel again. */
+/* Every statement that runs a plan: the lease watchdog is armed (an error disarms it). */
 static void
 executor_start(QueryDesc *queryDesc, int eflags)
 {
