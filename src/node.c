@@ -1428,8 +1428,16 @@ call_decided(const CallState *cs)
 }
 
 /*
+ * The longest a cleanup call (commit, abort, exit: deaf to interrupts) waits, whatever
+ * redlock.timeout and redlock.connect_timeout say (any user may set them to 60 s): as
+ * postgres_fdw bounds its abort cleanup.  Keys not released by then expire with their TTL.
+ */
+#define CLEANUP_MAX_MS	10000
+
+/*
  * Waits until the call is decided, every node has answered or failed, or deadlines
- * pass.  In cleanup, interrupts are not serviced and postmaster death ends the wait.
+ * pass.  In cleanup, interrupts are not serviced, postmaster death ends the wait, and
+ * no deadline is later than CLEANUP_MAX_MS after the call's start.
  */
 static void
 wait_for_nodes(CallState *cs, bool cleanup)
@@ -1456,6 +1464,8 @@ wait_for_nodes(CallState *cs, bool cleanup)
 
 			if (!call_waits_on(call))
 				continue;
+			if (cleanup)
+				call->deadline_ms = Min(call->deadline_ms, cs->start_ms + CLEANUP_MAX_MS);
 			if (call->polled_after_deadline)
 			{
 				char		why[REDLOCK_NODE_ERROR_LEN];

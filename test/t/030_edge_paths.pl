@@ -2,7 +2,8 @@
 # holes on the edge paths"): a failed or cancelled extend, a server-list change, a
 # master that closed an idle connection, a reload, cleanup of many locks with a frozen
 # master, a failed attempt's late undo, a rolled-back re-acquire, a failed handshake,
-# database encodings, parallel workers, and TTLs that cannot be valid.  Each section
+# database encodings, parallel workers, TTLs that cannot be valid, and cleanup bounded
+# whatever redlock.timeout says.  Each section
 # reproduces a defect of 1.1 (see the issue) against real masters.
 
 use strict;
@@ -348,6 +349,20 @@ unlike($err, qr/PANIC|cannot abort transaction/, 'after commit: no PANIC');
 is($out, '2', 'after commit: the server still serves, and the transaction committed');
 $f->quit;
 $redis->restart(0);
+
+# --- 12. cleanup is bounded whatever redlock.timeout says (any user may set 60 s) ---
+
+my $b = session($node);
+($out) = sql($b, "SET redlock.timeout = 60000; BEGIN; SELECT redlock_xact_acquire('bounded', 30000)");
+is($out, 't', 'bounded cleanup: a transaction-scoped lock with redlock.timeout = 60 s');
+$redis->stop($_) for 0 .. 2;
+($out, $err, $secs) = sql($b, 'ROLLBACK');
+$redis->cont($_) for 0 .. 2;
+cmp_ok($secs, '<', 30,
+	sprintf('bounded cleanup: the abort released with a majority frozen in %.1f s, not 60 s'
+		  . ' (cleanup waits at most 10 s)', $secs));
+like($err, qr/WARNING:[\s\S]*timed out after/, '... warning that the frozen masters did not answer');
+$b->quit;
 
 $s->quit;
 $o->quit;
