@@ -33,7 +33,8 @@
  * The owner's side needs no word from the worker, which may be the one stalled:
  *	- the watchdog, a timer in the owner every WATCHDOG_MS, cancels the running
  *	  statement (SIGINT to itself, as statement_timeout does) once the validity is
- *	  within min(2 ticks, TTL/6) of running out, once per run-out.  It waits while the
+ *	  within min(2 ticks, TTL/6), but at least a tick, of running out, once per
+ *	  run-out, and at once when a statement starts.  It waits while the
  *	  owner is idle (a cancel would be dropped there), so the owner's next statement is
  *	  the one cancelled.  It is armed while the owner watches a lease and re-armed at
  *	  every statement start and abort, since PostgreSQL's error recovery disables every
@@ -290,6 +291,18 @@ owner_idle(void)
 		 MyBEEntry->st_state == STATE_IDLEINTRANSACTION_ABORTED);
 }
 
+/*
+ * How close to its run-out a lease's validity must be for the watchdog to cancel: two
+ * ticks, or TTL/6 for short TTLs, but at least one tick, so that no run-out falls
+ * between two ticks (TTLs under 300 ms).
+ */
+static double
+watchdog_margin_ms(int ttl_ms)
+{
+	return Max((double) WATCHDOG_MS, Min((double) WATCHDOG_MS * 2, ttl_ms / 6.0));
+}
+
+/* The watchdog's check: a timer handler, and also called at statement start. */
 static void
 watchdog_tick(void)
 {
@@ -307,7 +320,7 @@ watchdog_tick(void)
 
 		if (!redlock_registry_peek(&w->handle, &peek) || peek.state == LEASE_PENDING ||
 			!peek.cancel_on_loss ||
-			peek.valid_until_ms - now > Min((double) WATCHDOG_MS * 2, peek.ttl_ms / 6.0) ||
+			peek.valid_until_ms - now > watchdog_margin_ms(peek.ttl_ms) ||
 			w->fired_run_out_ms == peek.valid_until_ms ||
 			w->told_run_out_ms == peek.valid_until_ms)
 			continue;
@@ -416,14 +429,21 @@ redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured)
 
 /*
  * redlock_lease_rearm
- *		A statement starts (or a transaction aborted): re-arm the watchdog, which
- *		error recovery may have switched off.  Raises nothing.
+ *		Re-arms the watchdog, which error recovery may have switched off: at every
+ *		statement start (check: true), where it also checks at once, so that a
+ *		statement begun less than a tick before a run-out is cancelled before it; and
+ *		at abort (check: false: a cancel sent there would be dropped, yet count as
+ *		sent).  Raises nothing; a cancel it sends is raised at the statement's next
+ *		interrupt check.
  */
 void
-redlock_lease_rearm(void)
+redlock_lease_rearm(bool check)
 {
-	if (nwatched > 0)
-		watchdog_arm();
+	if (nwatched == 0)
+		return;
+	watchdog_arm();
+	if (check)
+		watchdog_tick();
 }
 
 /*
@@ -464,22 +484,21 @@ redlock_lease_commit_refusal(RedlockLeaseWatch *watch, bool reconfigured)
 		!lease.cancel_on_loss)
 		return NULL;
 	xact_start_ms = now_ms - (now - GetCurrentTransactionStartTimestamp()) / 1000.0;
+
+	/* A gap is over: refused, but not told, or the renewed validity's end would be. */
 	if (lease.gap_end_ms > xact_start_ms)
-		why = "its validity time ran out during this transaction before the worker renewed it";
-	else if (reconfigured || lease.valid_until_ms - now_ms <= redlock_commit_margin_ms)
-	{
-		if (watch->told_run_out_ms == run_out_of(&lease, reconfigured) &&
-			watch->told_lxid != current_lxid())
-			return NULL;		/* told in an earlier transaction */
-		if (reconfigured)
-			why = "redlock.servers, its credentials or redlock.key_prefix changed, so other sessions look for it elsewhere";
-		else if (lease.state == LEASE_LOST)
-			why = pstrdup(lease.lost_reason);
-		else
-			why = "its validity time ran out (or had less than redlock.commit_margin left) before the worker renewed it";
-	}
-	else
+		return "its validity time ran out during this transaction before the worker renewed it";
+	if (!reconfigured && lease.valid_until_ms - now_ms > redlock_commit_margin_ms)
 		return NULL;
+	if (watch->told_run_out_ms == run_out_of(&lease, reconfigured) &&
+		watch->told_lxid != current_lxid())
+		return NULL;			/* told in an earlier transaction */
+	if (reconfigured)
+		why = "redlock.servers, its credentials or redlock.key_prefix changed, so other sessions look for it elsewhere";
+	else if (lease.state == LEASE_LOST)
+		why = pstrdup(lease.lost_reason);
+	else
+		why = "its validity time ran out (or had less than redlock.commit_margin left) before the worker renewed it";
 	watch->told_run_out_ms = run_out_of(&lease, reconfigured);
 	watch->told_lxid = current_lxid();
 	return why;

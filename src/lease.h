@@ -63,7 +63,7 @@ typedef struct RedlockLeaseWatch RedlockLeaseWatch;
 extern RedlockLeaseWatch *redlock_lease_watch(const RedlockRegistryHandle *handle,
 											  const char *resource);
 extern void redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured);
-extern void redlock_lease_rearm(void);
+extern void redlock_lease_rearm(bool check);
 extern const char *redlock_lease_commit_refusal(RedlockLeaseWatch *watch, bool reconfigured);
 extern void redlock_lease_told(RedlockLeaseWatch *watch);
 extern const char *redlock_lease_cancel_explanation(const char **reason);

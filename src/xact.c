@@ -148,7 +148,7 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 			break;
 		case XACT_EVENT_ABORT:
 			redlock_lock_xact_end(false, redlock_warn_release);
-			redlock_lease_rearm();
+			redlock_lease_rearm(false);
 			break;
 		default:
 			break;
@@ -211,7 +211,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	bool		discard_all = IsA(stmt, DiscardStmt) &&
 		((DiscardStmt *) stmt)->target == DISCARD_ALL;
 
-	redlock_lease_rearm();
+	redlock_lease_rearm(true);
 	if (prev_process_utility_hook)
 		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context, params,
 								  queryEnv, dest, qc);
@@ -226,7 +226,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 static void
 executor_start(QueryDesc *queryDesc, int eflags)
 {
-	redlock_lease_rearm();
+	redlock_lease_rearm(true);
 	if (prev_executor_start_hook)
 		prev_executor_start_hook(queryDesc, eflags);
 	else
