@@ -228,7 +228,7 @@ end:
 		lose() }
 	/* DUE (TTL/3 in): a round goes out (the cut changes nothing: vl <= TTL) */
 	:: atomic { ws == WRUN && st == HELD && !wr && vl > 0 && vl <= TTL - TTL / 3 ->
-		wr = 1; rt = 0 }
+		wr = 1; rt = 0; printf("worker: a renewal goes out\n") }
 	/* The round's answer (redlock_lease_decide, redlock_lease_apply) */
 	:: atomic { ws == WRUN && wr && !taken && rt < TTL ->
 		printf("worker: renewed, %d ticks after it went out\n", rt);
@@ -326,9 +326,9 @@ end:
 		statement_starts() }
 	:: atomic { os == IIX -> printf("owner: a statement\n"); statement_starts() }
 #ifdef PLAN
-	:: atomic { os == PLANS && !cp -> rearm(); os = RUN }
+	:: atomic { os == PLANS && !cp -> rearm(); os = RUN; printf("owner: ExecutorStart\n") }
 #endif
-	:: atomic { RUNNING && !cp -> os = IIX }
+	:: atomic { RUNNING && !cp -> os = IIX; printf("owner: the statement ends (idle in transaction)\n") }
 	/* An ERROR: the pending cancel, or any other (SELECT 1/0). */
 	:: atomic { RUNNING ->
 		if
