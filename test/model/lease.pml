@@ -328,7 +328,8 @@ end:
 #ifdef PLAN
 	:: atomic { os == PLANS && !cp -> rearm(); os = RUN; printf("owner: ExecutorStart\n") }
 #endif
-	:: atomic { RUNNING && !cp -> os = IIX; printf("owner: the statement ends (idle in transaction)\n") }
+	:: atomic { RUNNING -> os = IIX; printf("owner: the statement ends (idle in transaction)\n");
+		cp = 0 }	/* a cancel that came too late to be seen is dropped at the next read */
 	/* An ERROR: the pending cancel, or any other (SELECT 1/0). */
 	:: atomic { RUNNING ->
 		if
@@ -338,7 +339,11 @@ end:
 			told = 1; toldx = 1;
 #endif
 			wf = 0
-		:: cp && wf == 2 -> printf("owner: ERROR, cancelled by the watchdog (an older run-out)\n"); wf = 0
+		:: cp && wf == 2 -> printf("owner: ERROR, cancelled by the watchdog (an older run-out)\n");
+#ifndef OLD_LOSS
+			told = 0;	/* told_run_out_ms = fired_run_out_ms, an older validity's end */
+#endif
+			wf = 0
 #ifdef OLD_LOSS
 		:: cp && wf == 0 && cs -> printf("owner: ERROR, cancelled by the worker\n"); tell()
 #endif
