@@ -50,6 +50,7 @@
  *               (cancel_sent); the old commit check
  *   OLD_ARMING  the old arming: the watchdog is armed when the lock registers only, and
  *               error recovery disables it for good
+ *   EXTEND      the owner calls redlock_extend() in its statements
  *   TTL, RDELAY the TTL in ticks (default 3: renewal due at TTL/3), the worker's
  *               restart delay in ticks (default 1)
  *
@@ -106,6 +107,14 @@ byte wf;				/* watchdog_fired, not yet explained: 1 for the current
 bool told;				/* told_run_out_ms is the current validity's end */
 bool toldx;				/* ... and told_lxid the current transaction */
 
+/* EXTEND: the owner's redlock_extend() on the lock (redlock_registry_extend) */
+bool ex;				/* the owner waits for the worker's answer */
+bool rq;				/* a request for a new TTL is pending (request_seq != done_seq) */
+bool wq;				/* the round in flight carries it */
+byte ans;				/* the answer to the owner's wait: 1 renewed, 2 too few answered */
+bool gone;				/* the owner let go of the lock (a false from redlock_extend) */
+bool cx;				/* ... and its commit refusal is carried to the transaction's end */
+
 /* The old rules' flags */
 bool cs;				/* cancel_sent: the worker cancelled the owner at the loss */
 bool lostx;				/* lost_at >= xact_start */
@@ -121,7 +130,7 @@ bool taken;				/* another client holds the lock */
 #ifdef OLD_LOSS
 #define DOG_DUE (armed && st == HELD && vl <= 1 && !fired)
 #else
-#define DOG_DUE (armed && vl <= 1 && !fired && !told)
+#define DOG_DUE (armed && vl <= 1 && !fired && !told && !gone)
 #endif
 
 /*
@@ -199,7 +208,7 @@ inline error_recovery()
 /* The worker loses the lease (redlock_lease_lose, or the old entry_mark_lost). */
 inline lose()
 {
-	st = LOST; wr = 0; rt = 0;
+	st = LOST; wr = 0; rt = 0; wq = 0;
 	if
 	:: vl > 0 -> vl = 0; newval(); ran_out()	/* the validity ends now */
 	:: else -> skip
@@ -218,6 +227,19 @@ inline lose()
 #endif
 }
 
+/* The worker answers the owner's request its round carried (done_seq, answer). */
+inline answer(a)
+{
+	if
+	:: wq -> rq = 0; wq = 0;
+		if
+		:: ex -> ans = a
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi
+}
+
 proctype worker()
 {
 end:
@@ -227,8 +249,8 @@ end:
 		printf("worker: the validity ran out before it could renew: lost\n");
 		lose() }
 	/* DUE (TTL/3 in): a round goes out (the cut changes nothing: vl <= TTL) */
-	:: atomic { ws == WRUN && st == HELD && !wr && vl > 0 && vl <= TTL - TTL / 3 ->
-		wr = 1; rt = 0; printf("worker: a renewal goes out\n") }
+	:: atomic { ws == WRUN && st == HELD && !wr && vl > 0 && (vl <= TTL - TTL / 3 || rq) ->
+		wr = 1; rt = 0; wq = rq; printf("worker: a renewal goes out\n") }
 	/* The round's answer (redlock_lease_decide, redlock_lease_apply) */
 	:: atomic { ws == WRUN && wr && !taken && rt < TTL ->
 		printf("worker: renewed, %d ticks after it went out\n", rt);
@@ -240,7 +262,8 @@ end:
 		fi;
 #endif
 		vl = TTL - rt; rt = 0; ranx = 1;
-		newval() }
+		newval();
+		answer(1) }
 	:: atomic { ws == WRUN && wr && !taken && rt >= TTL ->
 		printf("worker: a quorum renewed it too late\n");
 		lose() }
@@ -251,12 +274,12 @@ end:
 		wr = 0; rt = 0;
 		if
 		:: vl * 3 < TTL -> printf("worker: too few answered, too late: lost\n"); lose()
-		:: else -> printf("worker: too few answered: retries\n")
+		:: else -> printf("worker: too few answered: retries\n"); answer(2)
 		fi }
 	/* Stalls, resumes, is terminated and restarted */
 	:: atomic { ws == WRUN -> ws = WSTOP; printf("worker: stopped\n") }
 	:: atomic { ws == WSTOP -> ws = WRUN; printf("worker: resumed\n") }
-	:: atomic { ws == WRUN -> ws = WDEAD; wd = 0; wr = 0; rt = 0; printf("worker: terminated\n") }
+	:: atomic { ws == WRUN -> ws = WDEAD; wd = 0; wr = 0; rt = 0; wq = 0; printf("worker: terminated\n") }
 	:: atomic { ws == WDEAD && wd >= RDELAY -> ws = WRUN; wd = 0; printf("worker: restarted\n") }
 	od
 }
@@ -271,8 +294,34 @@ inline statement_starts()
 #endif
 }
 
+/*
+ * A false from redlock_extend (lock_refresh): redlock_lease_told, then the lock is let
+ * go of; its commit check, run then, refuses the transaction to its end if it refuses
+ * (redlock_lease_unwatch, the carried refusal).  The model of the lock ends with that
+ * transaction.
+ */
+inline let_go()
+{
+	if
+	:: !told -> told = 1; toldx = 1
+	:: else -> skip		/* told already, maybe in an earlier transaction */
+	fi;
+	tell();
+	cx = (gapx || !(told && !toldx));
+	gone = 1
+}
+
 /* The commit check (redlock_lease_commit_refusal; OLD_LOSS: the old one). */
 inline commit()
+{
+	if
+	:: gone && cx -> printf("owner: COMMIT refused (carried)\n"); error_recovery()
+	:: gone && !cx -> printf("owner: COMMIT (the lock let go of)\n"); check_a(); os = IDLE
+	:: else -> commit_check()
+	fi
+}
+
+inline commit_check()
 {
 #ifdef OLD_LOSS
 	if
@@ -309,9 +358,9 @@ inline commit()
 }
 
 #ifdef BEGIN_HELD
-#define MAY_BEGIN (os == IDLE && vl > 0)
+#define MAY_BEGIN (os == IDLE && vl > 0 && !gone)
 #else
-#define MAY_BEGIN (os == IDLE)
+#define MAY_BEGIN (os == IDLE && !gone)
 #endif
 
 proctype owner()
@@ -328,8 +377,19 @@ end:
 #ifdef PLAN
 	:: atomic { os == PLANS && !cp -> rearm(); os = RUN; printf("owner: ExecutorStart\n") }
 #endif
-	:: atomic { RUNNING -> os = IIX; printf("owner: the statement ends (idle in transaction)\n");
+	:: atomic { RUNNING && !ex -> os = IIX; printf("owner: the statement ends (idle in transaction)\n");
 		cp = 0 }	/* a cancel that came too late to be seen is dropped at the next read */
+#ifdef EXTEND
+	/* redlock_extend(): a request to the worker, or false at once for a lost lease */
+	:: atomic { os == RUN && !ex && !gone && st == HELD -> ex = 1; rq = 1;
+		printf("owner: redlock_extend() waits for the worker\n") }
+	:: atomic { os == RUN && !gone && (st == LOST && ans == 0) -> ex = 0;
+		printf("owner: redlock_extend() returns false: lets go of the lock\n");
+		let_go() }
+	:: atomic { ex && ans == 1 -> ex = 0; ans = 0; printf("owner: redlock_extend() returns true\n") }
+	:: atomic { ex && ans == 2 -> ex = 0; ans = 0; printf("owner: redlock_extend() raises an ERROR (too few answered)\n");
+		error_recovery() }
+#endif
 	/* An ERROR: the pending cancel, or any other (SELECT 1/0). */
 	:: atomic { RUNNING ->
 		if
@@ -349,6 +409,7 @@ end:
 #endif
 		:: else -> printf("owner: ERROR\n")
 		fi;
+		ex = 0; ans = 0;
 		error_recovery() }
 	:: atomic { os == IIX -> commit() }
 	:: atomic { os == IIX -> printf("owner: ROLLBACK\n"); rearm(); os = IDLE }
