@@ -9,7 +9,8 @@
  *           idle in the transaction; a statement ends, or raises an ERROR (a cancel,
  *           or any error: PostgreSQL's error recovery then disables every timeout and
  *           aborts the transaction); COMMIT (the commit check) or ROLLBACK.  A SIGINT
- *           that reaches it while it is not running a statement is dropped.
+ *           that reaches it while it is not running a statement is dropped, and so is
+ *           one that reaches a statement after its last check for interrupts.
  *   worker  the background worker: renews the lease (a round goes out, its answer
  *           comes later: renewed, refused, or too few answered), stalls (SIGSTOP, a
  *           starved process) and resumes, is terminated and restarted by the
@@ -33,8 +34,9 @@
  * (fired, told, and the ghost's gt) relative to the current validity, and resets them
  * when it changes (newval).
  *
- * Rules (-D): the default is lease.c's (527b9e1), with the fix below; the options put
- * back one part of it as it is, or the rules before it (527b9e1^, registry.c and
+ * Rules (-D): the default is lease.c's (527b9e1) with two changes the model shows are
+ * needed (GAP_TELLS and PHASE undo them) and a statement re-armed at its start (PLAN
+ * undoes it); the other options put back the rules before it (527b9e1^, registry.c and
  * locktable.c), as negative controls.
  *   GAP_TELLS   lease.c as it is: a refusal for a gap (a renewal that came after the
  *               validity had run out) records the owner as told of the current
