@@ -33,12 +33,14 @@
  * The owner's side needs no word from the worker, which may be the one stalled:
  *	- the watchdog, a timer in the owner every WATCHDOG_MS, cancels the running
  *	  statement (SIGINT to itself, as statement_timeout does) once the validity is
- *	  within min(2 ticks, TTL/6), but at least a tick, of running out, once per
- *	  run-out, and at once when a statement starts.  It waits while the
- *	  owner is idle (a cancel would be dropped there), so the owner's next statement is
- *	  the one cancelled.  It is armed while the owner watches a lease and re-armed at
- *	  every statement start and abort, since PostgreSQL's error recovery disables every
- *	  timeout;
+ *	  within min(2 ticks, TTL/6), but at least a tick, of running out: once per
+ *	  run-out and top-level statement (a cancel dropped is sent again to the next
+ *	  statement).  It waits while the owner is idle (a cancel would be dropped there)
+ *	  and checks at once when a statement starts, so the owner's next statement is the
+ *	  one cancelled.  It is armed while the owner watches a lease and re-armed at every
+ *	  statement start and abort, since PostgreSQL's error recovery disables every
+ *	  timeout.  A statement begun less than a tick before a run-out whose parse and
+ *	  plan outlast it is cancelled up to a tick late (no hook runs before parse);
  *	- the commit check (redlock_lease_commit_refusal) refuses a commit when a gap
  *	  ended after the transaction began, or the validity has run out (or has less
  *	  than redlock.commit_margin left) and that run-out was not told to the owner in
@@ -247,6 +249,7 @@ struct RedlockLeaseWatch
 	double		told_run_out_ms;	/* the run-out the owner was told of; NaN: none */
 	uint32		told_lxid;		/* in which transaction */
 	volatile double fired_run_out_ms;	/* the run-out the watchdog cancelled for */
+	volatile TimestampTz fired_statement;	/* in the top-level statement begun then */
 	char		resource[REDLOCK_MAX_RESOURCE_LEN + 1];
 };
 
@@ -303,6 +306,19 @@ watchdog_margin_ms(int ttl_ms)
 }
 
 /* The watchdog's check: a timer handler, and also called at statement start. */
+/*
+ * When the running top-level statement began (pg_stat_activity's query_start): a cancel
+ * is sent once per run-out and top-level statement, so that one dropped (the statement
+ * ended first, or another error came first) is sent again to the next statement, while
+ * one caught inside a function is not repeated at each of its statements.  0 with
+ * track_activities off: once per run-out.
+ */
+static TimestampTz
+current_statement(void)
+{
+	return MyBEEntry != NULL ? MyBEEntry->st_activity_start_timestamp : 0;
+}
+
 static void
 watchdog_tick(void)
 {
@@ -321,10 +337,12 @@ watchdog_tick(void)
 		if (!redlock_registry_peek(&w->handle, &peek) || peek.state == LEASE_PENDING ||
 			!peek.cancel_on_loss ||
 			peek.valid_until_ms - now > watchdog_margin_ms(peek.ttl_ms) ||
-			w->fired_run_out_ms == peek.valid_until_ms ||
+			(w->fired_run_out_ms == peek.valid_until_ms &&
+			 w->fired_statement == current_statement()) ||
 			w->told_run_out_ms == peek.valid_until_ms)
 			continue;
 		w->fired_run_out_ms = peek.valid_until_ms;
+		w->fired_statement = current_statement();
 		watchdog_fired = w;
 		kill(MyProcPid, SIGINT);
 		return;
