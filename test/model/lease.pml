@@ -34,19 +34,28 @@
  * (fired, told, and the ghost's gt) relative to the current validity, and resets them
  * when it changes (newval).
  *
- * Rules (-D): the default is lease.c's (527b9e1) with two changes the model shows are
- * needed (GAP_TELLS and PHASE undo them) and a statement re-armed at its start (PLAN
- * undoes it); the other options put back the rules before it (527b9e1^, registry.c and
- * locktable.c), as negative controls.
- *   GAP_TELLS   lease.c as it is: a refusal for a gap (a renewal that came after the
- *               validity had run out) records the owner as told of the current
- *               validity's run-out (told_run_out_ms = valid_until_ms, the renewed one's)
- *   PLAN        a statement plans before ExecutorStart, where the watchdog is re-armed
- *   PHASE       re-arming does not restart a running timer: a statement that begins
- *               within the margin after the watchdog fired while the owner was idle
- *               is cancelled at the timer's next expiry, which may come after the
- *               next tick (lease.c as it is; the default checks at once)
- *   SLOWDOG     the watchdog's period is longer than its margin (a TTL under 300 ms)
+ * Rules (-D): the default is lease.c as of 43a1452: the watchdog does not fire while the
+ * owner is idle (an idle tick only forgets an unexplained cancel), fires once per run-out
+ * whatever the statements, and checks at once at every statement start (ExecutorStart,
+ * ProcessUtility), which comes after the statement's parse and plan (PLANS: the backend
+ * is "running" from the statement's start, so the watchdog fires there too); the margin
+ * is at least a tick; a gap's commit refusal tells nothing.  The default FAILS (b1): a
+ * cancel dropped (its statement ended before it was seen, or another ERROR came first)
+ * leaves the run-out fired for, and no later statement is cancelled for it.
+ *   UNFIRE      a fix: fired once per run-out and top-level statement (reset when the
+ *               backend starts a statement: a cancel caught in a nested statement does
+ *               not fire again, a dropped one does); the safe configurations use it
+ *   PHASE       the timer's phase: a statement begun within the margin, less than a
+ *               period before the run-out, may see no timer expiry before it (the
+ *               idealisation without it: a due watchdog fires before the next tick)
+ *   NOPLAN      no parse and plan: a statement starts at ExecutorStart
+ *   NOCHECK     no check at once at statement start (lease.c before 43a1452)
+ *   OLD_IDLE    527b9e1's watchdog: it fires while the owner is idle (dropped), and a
+ *               re-arm (ExecutorStart, abort) lets it fire again, with no check
+ *   GAP_TELLS   527b9e1: a refusal for a gap (a renewal that came after the validity had
+ *               run out) records the owner as told of the current validity's run-out
+ *   SLOWDOG     the watchdog's period is longer than its margin (527b9e1's TTL/6 margin,
+ *               a TTL under 300 ms)
  *   BEGIN_HELD  the owner begins a transaction only while the validity is not out (to
  *               single out defect 1 among the old rules' counterexamples)
  *   NOA, NOB1, NOB2  leave out a property's assertion (to single out a defect)
@@ -99,7 +108,7 @@ byte wd;				/* ticks dead (up to RDELAY) */
 #define IDLE 0			/* no transaction, reading a command */
 #define RUN 1			/* running a statement, in a transaction */
 #define IIX 2			/* idle in transaction */
-#define PLANS 3			/* (PLAN) running a statement, before its ExecutorStart */
+#define PLANS 3			/* running a statement, before its ExecutorStart (parse, plan) */
 byte os;
 bool cp;				/* a SIGINT pending: the running statement is cancelled */
 #define RUNNING (os == RUN || os == PLANS)
@@ -135,8 +144,13 @@ bool taken;				/* another client holds the lock */
 /* The watchdog is due: armed, and the validity within a tick of running out. */
 #ifdef OLD_LOSS
 #define DOG_DUE (armed && st == HELD && vl <= 1 && !fired)
-#else
+#elif defined(OLD_IDLE)
 #define DOG_DUE (armed && vl <= 1 && !fired && !told && !gone)
+#else
+#define DOG_DUE (armed && RUNNING && vl <= 1 && !fired && !told && !gone)
+#endif
+#if defined(OLD_LOSS) || defined(OLD_IDLE)
+#define FIRES_IDLE 1
 #endif
 
 /*
@@ -150,8 +164,8 @@ bool taken;				/* another client holds the lock */
 #else
 #define CLOCK_MAY_TICK (!DOG_DUE || late)
 #endif
-bool late;				/* PHASE: re-armed within the margin; the next expiry may come
-						 * after the next tick */
+bool late;				/* PHASE: the owner began a statement within the margin; the
+						 * timer's next expiry may come after the next tick */
 
 /* The validity changes (a renewal, or a loss that cuts it): a new run-out to name. */
 inline newval()
@@ -164,7 +178,8 @@ inline newval()
 #ifndef OLD_LOSS
 	fired = 0;
 #endif
-	told = 0; toldx = 0
+	told = 0; toldx = 0;
+	late = 0		/* PHASE's late was for the old run-out */
 }
 
 /* (a) The validity runs out now: a transaction under way must not commit, unless told. */
@@ -192,31 +207,55 @@ inline tell()
 	gt = 1; gtx = 1
 }
 
-/* The watchdog re-armed (lease.c's redlock_lease_rearm): statement start, abort. */
-inline rearm()
+/* The watchdog's check (watchdog_tick): fires when due; while the owner is idle it only
+ * forgets an unexplained cancel (FIRES_IDLE: fires into the idle owner, dropped). */
+inline dog_check()
 {
-	skip;
-#ifdef PHASE
 	if
-	:: armed && vl <= 1 && fired -> late = 1	/* it fired in the margin already; a
-											 * running timer is not restarted */
+	:: DOG_DUE ->
+		fired = 1; wf = 1;
+		if
+		:: RUNNING -> cp = 1; printf("dog: cancels the statement\n")
+		:: else -> printf("dog: SIGINT dropped (idle)\n")
+		fi
 	:: else -> skip
-	fi;
-#endif
-#ifndef OLD_ARMING
-	armed = 1;
-#endif
-#ifndef OLD_LOSS
-	fired = 0; wf = 0
-#endif
+	fi
 }
 
+/*
+ * The watchdog re-armed (lease.c's redlock_lease_rearm): at a statement's start
+ * (ExecutorStart, ProcessUtility: check, the at-once check), and at abort.  OLD_IDLE
+ * (527b9e1): a re-arm lets it fire again for a run-out it fired for (fired and the
+ * unexplained cancel reset), without a check.  OLD_ARMING: no re-arm at all.
+ */
+inline rearm(check)
+{
+	skip;
+#ifndef OLD_ARMING
+	armed = 1;
+#if defined(OLD_LOSS)
+	skip	/* self_cancelled stays */
+#elif defined(OLD_IDLE)
+	fired = 0; wf = 0
+#else
+	if
+	:: check ->
+#ifndef NOCHECK
+		dog_check()
+#else
+		skip
+#endif
+	:: else -> skip
+	fi
+#endif
+#endif
+}
 /* An ERROR in the owner (a cancel, a refused commit, any error): recovery and abort. */
 inline error_recovery()
 {
 	armed = 0;				/* disable_all_timeouts */
 	cp = 0;					/* QueryCancelPending = false */
-	rearm();				/* AbortTransaction: XACT_EVENT_ABORT */
+	rearm(0);				/* AbortTransaction: XACT_EVENT_ABORT */
 	os = IDLE
 }
 
@@ -299,13 +338,28 @@ end:
 	od
 }
 
-/* A statement starts: ExecutorStart or ProcessUtility re-arms the watchdog. */
+/*
+ * A statement starts: the backend reports itself running (pgstat_report_activity, at the
+ * start of exec_simple_query), parses and plans (PLANS), then ExecutorStart or
+ * ProcessUtility re-arms the watchdog and checks at once.  NOPLAN: no parse and plan, the
+ * statement starts at ExecutorStart.  PHASE: a statement begun within the margin may see
+ * no timer expiry before the run-out (the timer's phase: it began after the last tick).
+ */
 inline statement_starts()
 {
-#ifdef PLAN
-	os = PLANS
+#ifdef PHASE
+	if
+	:: vl == 1 -> late = 1
+	:: else -> skip
+	fi;
+#endif
+#ifdef UNFIRE
+	fired = 0; wf = 0;	/* once per run-out and top-level statement */
+#endif
+#ifdef NOPLAN
+	os = RUN; rearm(1)
 #else
-	rearm(); os = RUN
+	os = PLANS
 #endif
 }
 
@@ -389,9 +443,7 @@ end:
 		gbad = (vl == 0 && !gt);
 		statement_starts() }
 	:: atomic { os == IIX -> printf("owner: a statement\n"); statement_starts() }
-#ifdef PLAN
-	:: atomic { os == PLANS && !cp -> rearm(); os = RUN; printf("owner: ExecutorStart\n") }
-#endif
+	:: atomic { os == PLANS && !cp -> os = RUN; printf("owner: ExecutorStart\n"); rearm(1) }
 	:: atomic { RUNNING && !ex -> os = IIX; printf("owner: the statement ends (idle in transaction)\n");
 		cp = 0 }	/* a cancel that came too late to be seen is dropped at the next read */
 #ifdef EXTEND
@@ -422,12 +474,12 @@ end:
 #ifdef OLD_LOSS
 		:: cp && wf == 0 && cs -> printf("owner: ERROR, cancelled by the worker\n"); tell()
 #endif
-		:: else -> printf("owner: ERROR\n")
+		:: true -> printf("owner: ERROR (any other, before a pending cancel is seen)\n")
 		fi;
 		ex = 0; ans = 0;
 		error_recovery() }
 	:: atomic { os == IIX -> commit() }
-	:: atomic { os == IIX -> printf("owner: ROLLBACK\n"); rearm(); os = IDLE }
+	:: atomic { os == IIX -> printf("owner: ROLLBACK\n"); rearm(0); os = IDLE }
 	od
 }
 
@@ -435,12 +487,11 @@ proctype dog()
 {
 end:
 	do
-	:: atomic { DOG_DUE ->
-		fired = 1; wf = 1;
-		if
-		:: RUNNING -> cp = 1; printf("dog: cancels the statement\n")
-		:: else -> printf("dog: SIGINT dropped (idle)\n")
-		fi }
+	:: atomic { DOG_DUE -> dog_check() }
+#ifndef FIRES_IDLE
+	:: atomic { armed && !RUNNING && wf != 0 -> printf("dog: idle tick, forgets the unexplained cancel\n");
+		wf = 0 }
+#endif
 	od
 }
 
