@@ -836,6 +836,202 @@ redlock_nodes_disconnect(void)
 	}
 }
 
+/*---- a connection apart from any call: the worker's subscriptions ----*/
+
+/* One master's connection of a node set, outside redlock_nodes_run. */
+struct RedlockConn
+{
+	RedlockNodeSet *set;		/* pinned while the connection exists */
+	int			node;			/* which master of set */
+	Conn		conn;
+};
+
+/*
+ * Closes conn's socket after a failure (why), counting it in its master's figures.
+ */
+static void
+redlock_conn_failed(RedlockConn *conn, const char *why)
+{
+	node_note_error(&conn->set->nodes[conn->node], why);
+	conn_close(&conn->conn);
+}
+
+/*
+ * redlock_conn_open
+ *		Opens a connection of its own to master node (0 <= node < set's size) without
+ *		blocking, the way every connection of set is opened: TLS when the set uses it
+ *		(and, in a build without TLS, failure before anything is sent), then AUTH and
+ *		SELECT as configured, queued to go out once the connect (and TLS handshake) is
+ *		done.  Their replies (+OK, or an error) come first on the connection.  TCP
+ *		keep-alives are on (such a connection is long-lived and mostly idle).  set
+ *		stays pinned until redlock_conn_close.  Drive it with redlock_conn_service.
+ *
+ * Returns the connection, or NULL with why (whylen bytes) when it failed at once.
+ * Raises only out-of-memory errors (53200).
+ */
+RedlockConn *
+redlock_conn_open(RedlockNodeSet *set, int node, char *why, size_t whylen)
+{
+	RedlockConn *conn;
+	char		dbnum[16];
+	const char *argv[2][3];
+	int			argc[2];
+	int			n;
+
+	Assert(node >= 0 && node < set->count);
+	conn = MemoryContextAllocZero(TopMemoryContext, sizeof(RedlockConn));
+	conn->set = set;
+	conn->node = node;
+	redlock_nodeset_pin(set);
+	if (!conn_open(&conn->conn, &set->nodes[node].addr, why, whylen))
+	{
+		node_note_error(&set->nodes[node], why);
+		redlock_conn_close(conn);
+		return NULL;
+	}
+	if (set->nodes[node].addr.port != 0)
+		(void) redisEnableKeepAlive(conn->conn.ctx);	/* long-lived, mostly idle */
+	n = conn_handshake(set, dbnum, argv, argc);
+	for (int k = 0; k < n; k++)
+		if (!redlock_conn_append(conn, argc[k], argv[k]))
+		{
+			snprintf(why, whylen, "out of memory");
+			redlock_conn_close(conn);
+			return NULL;
+		}
+	return conn;
+}
+
+/*
+ * redlock_conn_close
+ *		Closes conn (NULL is allowed), frees it and unpins its set.  Raises nothing.
+ */
+void
+redlock_conn_close(RedlockConn *conn)
+{
+	if (conn == NULL)
+		return;
+	conn_close(&conn->conn);
+	redlock_nodeset_unpin(conn->set);
+	pfree(conn);
+}
+
+/*
+ * redlock_conn_append
+ *		Queues a command (argc arguments, NUL-terminated strings) on conn, to go out as
+ *		soon as the connection is ready and the socket takes it.  Returns false when
+ *		hiredis is out of memory.  Raises nothing.
+ */
+bool
+redlock_conn_append(RedlockConn *conn, int argc, const char **argv)
+{
+	if (redisAppendCommandArgv(conn->conn.ctx, argc, argv, NULL) != REDIS_OK)
+		return false;
+	conn->conn.writing = true;
+	return true;
+}
+
+/*
+ * redlock_conn_socket, redlock_conn_events
+ *		conn's socket, and the socket events (WL_SOCKET_*) to wait for on it now:
+ *		those of its connect and TLS handshake while connecting, then readable, and
+ *		writable while output waits.  Raise nothing.
+ */
+pgsocket
+redlock_conn_socket(const RedlockConn *conn)
+{
+	return conn->conn.ctx->fd;
+}
+
+uint32
+redlock_conn_events(const RedlockConn *conn)
+{
+	if (conn->conn.connecting)
+		return conn_wanted_events(&conn->conn);
+	return WL_SOCKET_READABLE | (conn->conn.writing ? WL_SOCKET_WRITEABLE : 0);
+}
+
+/*
+ * redlock_conn_ready
+ *		True once conn's connect (and TLS handshake) is done.  Raises nothing.
+ */
+bool
+redlock_conn_ready(const RedlockConn *conn)
+{
+	return !conn->conn.connecting;
+}
+
+/*
+ * redlock_conn_service
+ *		Acts on socket events (WL_SOCKET_*) that a wait reported for conn: takes its
+ *		connect and TLS handshake further, then sends what is queued as far as the
+ *		socket takes it, and reads what arrived into the connection's buffer (collect
+ *		it with redlock_conn_next_reply).
+ *
+ * Returns false when the connection failed, with why (whylen bytes: a refused
+ * certificate, a build without TLS, an I/O error, the master closing it); then only
+ * redlock_conn_close may be called.  Raises nothing.
+ */
+bool
+redlock_conn_service(RedlockConn *conn, uint32 events, char *why, size_t whylen)
+{
+	Conn	   *c = &conn->conn;
+	int			done;
+
+	if (c->connecting)
+	{
+		switch (conn_advance(c, conn->set, &conn->set->nodes[conn->node].addr, why, whylen))
+		{
+			case CONN_STEP_WAIT:
+				return true;
+			case CONN_STEP_FAILED:
+				redlock_conn_failed(conn, why);
+				return false;
+			case CONN_STEP_READY:
+				events |= WL_SOCKET_WRITEABLE;	/* the queued handshake goes out now */
+				break;
+		}
+	}
+	if ((events & WL_SOCKET_WRITEABLE) && c->writing && !conn_buffer_write(c, &done))
+	{
+		conn_io_reason(c, why, whylen);
+		redlock_conn_failed(conn, why);
+		return false;
+	}
+	if ((events & WL_SOCKET_READABLE) && !conn_buffer_read(c))
+	{
+		conn_io_reason(c, why, whylen);
+		redlock_conn_failed(conn, why);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * redlock_conn_next_reply
+ *		The next complete reply that arrived on conn (a hiredis redisReply; free it
+ *		with freeReplyObject) into *reply, or NULL there when more bytes are needed.
+ *		Returns false when the connection failed, with why (whylen bytes); then only
+ *		redlock_conn_close may be called.  Raises nothing.
+ */
+bool
+redlock_conn_next_reply(RedlockConn *conn, void **reply, char *why, size_t whylen)
+{
+	switch (conn_get_reply(&conn->conn, reply))
+	{
+		case CONN_REPLY_OK:
+			return true;
+		case CONN_REPLY_IO_ERROR:
+			conn_io_reason(&conn->conn, why, whylen);
+			break;
+		case CONN_REPLY_PROTOCOL_ERROR:
+			strlcpy(why, conn->conn.ctx->errstr, whylen);
+			break;
+	}
+	redlock_conn_failed(conn, why);
+	return false;
+}
+
 /*
  * Computes script->sha1 from script->body, for EVALSHA.  Hashing needs a resource
  * owner, which backend exit no longer has; until it is known, EVAL sends the body.

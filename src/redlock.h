@@ -226,6 +226,23 @@ extern void redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *command
 							  int ncommands, bool cleanup, RedlockNodeOutcome *outcomes);
 extern void redlock_nodes_disconnect(void);
 
+/*
+ * One master's connection apart from any call (the worker's subscriptions), opened
+ * by the same code as every other: TLS, AUTH, SELECT as the node set says; opaque.
+ */
+typedef struct RedlockConn RedlockConn;
+
+extern RedlockConn *redlock_conn_open(RedlockNodeSet *set, int node, char *why,
+									  size_t whylen);
+extern void redlock_conn_close(RedlockConn *conn);
+extern bool redlock_conn_append(RedlockConn *conn, int argc, const char **argv);
+extern pgsocket redlock_conn_socket(const RedlockConn *conn);
+extern uint32 redlock_conn_events(const RedlockConn *conn);
+extern bool redlock_conn_ready(const RedlockConn *conn);
+extern bool redlock_conn_service(RedlockConn *conn, uint32 events, char *why, size_t whylen);
+extern bool redlock_conn_next_reply(RedlockConn *conn, void **reply, char *why,
+									size_t whylen);
+
 /* ---- counters: stats.c, fed by quorum.c and locktable.c ---- */
 
 typedef enum RedlockCounter
