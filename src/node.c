@@ -14,6 +14,12 @@
  * changes nothing finds the same configuration and keeps its set, connections and
  * figures.
  *
+ * One master's connection (Conn, below) is opened and taken through its TCP connect,
+ * TLS handshake (or, with redlock.tls on in a build without TLS, failure before
+ * anything is sent) and AUTH and SELECT by one set of functions, the only code that
+ * opens a socket to a master: the calls here use it, and so do connections apart from
+ * any call (redlock_conn_*: the worker's subscriptions to release announcements).
+ *
  * Connections open lazily and are reused.  The first connection of a configuration to
  * a master runs its handshake (AUTH, SELECT, SCRIPT LOAD) and only then gets the
  * call's commands: nothing that takes or touches a lock may run on a connection whose

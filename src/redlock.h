@@ -10,10 +10,10 @@
  * table, in shared memory, the registry (registry.c) of auto-extended locks and of
  * waiters: backends add to it, and the background worker (worker.c) renews what it
  * holds through quorum.c with its own connections, and relays release announcements
- * from its subscriptions (subscription.c) to the waiters.  Times are milliseconds on
- * every interface, read with redlock_clock_ms().  The lower layers return outcomes;
- * only the SQL functions and the hooks turn them into errors or warnings (report.c
- * holds their shared words).
+ * from its subscriptions (subscription.c, connected through node.c) to the waiters.
+ * Times are milliseconds on every interface, read with redlock_clock_ms().  The lower
+ * layers return outcomes; only the SQL functions and the hooks turn them into errors
+ * or warnings (report.c holds their shared words).
  *
  *-------------------------------------------------------------------------
  */
