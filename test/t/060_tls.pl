@@ -202,6 +202,7 @@ if (!$tls_expected)
 	like($err, qr/not connecting in clear/, 'with the worker preloaded: a backend fails closed');
 	ok(RedisMasters::wait_until(15, sub { every_listener_connected($l, 2) }),
 		'... and the worker\'s subscriptions reached every listener (at least twice: retried)');
+	Time::HiRes::sleep(0.5);    # what the newest connections sent has landed
 	my @conns = listener_connections($l);
 	my @clear = grep { length($_->[1]) > 0 } @conns;
 	is(scalar(@clear), 0, sprintf('... and none of their %d connections sent a byte in clear', scalar(@conns)))
@@ -523,6 +524,7 @@ my $clear_node = listener_node('tls_clear', $l, $tls_conf . "redlock.connect_tim
 like($err, qr/08006/, 'TLS to plain listeners: an acquire fails (no TLS handshake answered)');
 ok(RedisMasters::wait_until(15, sub { every_listener_connected($l, 3) }),
 	'... and the worker\'s subscriptions reached every listener (retried)');
+Time::HiRes::sleep(0.5);    # what the newest connections sent has landed
 my @conns = listener_connections($l);
 my @tls_hello = grep { $_->[1] =~ /^\x16\x03/ } @conns;
 my @not_tls = grep { length($_->[1]) > 0 && $_->[1] !~ /^\x16\x03/ } @conns;
