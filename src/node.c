@@ -14,6 +14,12 @@
  * changes nothing finds the same configuration and keeps its set, connections and
  * figures.
  *
+ * One master's connection (Conn, below) is opened and taken through its TCP connect,
+ * TLS handshake (or, with redlock.tls on in a build without TLS, failure before
+ * anything is sent) and AUTH and SELECT by one set of functions, the only code that
+ * opens a socket to a master: the calls here use it, and so do connections apart from
+ * any call (redlock_conn_*: the worker's subscriptions to release announcements).
+ *
  * Connections open lazily and are reused.  The first connection of a configuration to
  * a master runs its handshake (AUTH, SELECT, SCRIPT LOAD) and only then gets the
  * call's commands: nothing that takes or touches a lock may run on a connection whose
@@ -95,17 +101,35 @@ typedef struct OwedReply
 } OwedReply;
 
 /*
- * A configured master.  When ctx is NULL the connection is closed and the fields
- * from ctx to event_mask mean nothing.
+ * One connection to one master, as opened by conn_open: a configured master's in a
+ * node set (RedlockNode), or one apart from any call (RedlockConn: the worker's
+ * subscriptions).  When ctx is NULL it is closed and the other fields mean nothing.
  */
-typedef struct RedlockNode
+typedef struct Conn
 {
-	RedlockNodeAddr addr;
 	redisContext *ctx;
 	bool		connecting;		/* connect (and TLS handshake) not yet done */
 	RedlockTlsSession *tls;		/* TLS session once started (ctx owns it), or NULL */
 	bool		tls_want_read;	/* the handshake waits to read, not to write */
 	bool		writing;		/* output not all sent yet */
+} Conn;
+
+/* How far conn_advance took a connect. */
+typedef enum ConnStep
+{
+	CONN_STEP_WAIT,				/* still connecting: wait for conn_wanted_events */
+	CONN_STEP_READY,			/* connected (TLS handshake done): commands may go out */
+	CONN_STEP_FAILED			/* failed: why says why; close it */
+} ConnStep;
+
+/*
+ * A configured master.  When conn.ctx is NULL the connection is closed and the fields
+ * from conn to event_mask mean nothing.
+ */
+typedef struct RedlockNode
+{
+	RedlockNodeAddr addr;
+	Conn		conn;
 	int			handshake_owed; /* handshake replies not yet read */
 	bool		failed_recently;	/* its last call failed; no reply since */
 	bool		handshake_verified; /* a handshake of this set succeeded there */
@@ -183,6 +207,239 @@ static int	script_count = 0;
 static WaitEventSet *wait_set = NULL;
 static RedlockNodeSet *wait_set_for = NULL;
 static bool wait_set_stale = true;
+
+/*---- one connection to one master: the only code that opens a socket to one ----*/
+
+/*
+ * Opens conn to addr without blocking (TCP, or a unix socket when addr->port is 0),
+ * counted as an external FD.  Continue with conn_advance once the socket is writable.
+ * Returns false with why (whylen bytes) when that fails at once.
+ */
+static bool
+conn_open(Conn *conn, const RedlockNodeAddr *addr, char *why, size_t whylen)
+{
+	memset(conn, 0, sizeof(*conn));
+	if (!AcquireExternalFD())
+	{
+		snprintf(why, whylen, "too many open files in this backend");
+		return false;
+	}
+	if (addr->port == 0)
+		conn->ctx = redisConnectUnixNonBlock(addr->host);
+	else
+		conn->ctx = redisConnectNonBlock(addr->host, addr->port);
+	if (conn->ctx == NULL || conn->ctx->err)
+	{
+		snprintf(why, whylen, "could not connect: %s",
+				 conn->ctx ? conn->ctx->errstr : "out of memory");
+		if (conn->ctx)
+			redisFree(conn->ctx);
+		conn->ctx = NULL;
+		ReleaseExternalFD();
+		return false;
+	}
+	conn->connecting = true;
+	return true;
+}
+
+/* Closes conn, if open (with its TLS session). */
+static void
+conn_close(Conn *conn)
+{
+	if (conn->ctx == NULL)
+		return;
+	redisFree(conn->ctx);		/* and the TLS session */
+	ReleaseExternalFD();
+	memset(conn, 0, sizeof(*conn));
+}
+
+/*
+ * The commands every connection of set starts with, before anything else goes out:
+ * AUTH and SELECT as configured.  Fills argv[k] and argc[k] for each (dbnum, 16 bytes,
+ * holds SELECT's argument) and returns how many there are (0 to 2).
+ */
+static int
+conn_handshake(const RedlockNodeSet *set, char *dbnum, const char *argv[2][3], int argc[2])
+{
+	int			n = 0;
+
+	if (set->password[0] != '\0')
+	{
+		argc[n] = 0;
+		argv[n][argc[n]++] = "AUTH";
+		if (set->username[0] != '\0')
+			argv[n][argc[n]++] = set->username;
+		argv[n][argc[n]++] = set->password;
+		n++;
+	}
+	if (set->database != 0)
+	{
+		snprintf(dbnum, 16, "%d", set->database);
+		argv[n][0] = "SELECT";
+		argv[n][1] = dbnum;
+		argc[n] = 2;
+		n++;
+	}
+	return n;
+}
+
+/* True when set's connections to addr use TLS: redlock.tls, and not a unix socket (clear). */
+static bool
+conn_uses_tls(const RedlockNodeSet *set, const RedlockNodeAddr *addr)
+{
+	return set->tls.enabled && addr->port != 0;
+}
+
+/* The pending error of conn's non-blocking connect (SO_ERROR), 0 while none. */
+static int
+conn_connect_error(const Conn *conn)
+{
+	int			err = 0;
+	socklen_t	len = sizeof(err);
+
+	if (getsockopt(conn->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	return err;
+}
+
+/*
+ * Takes conn's connect one step further, on the socket event it waited for: the TCP
+ * connect once the socket is writable, then, when set uses TLS to addr, the TLS
+ * handshake (the set's TLS context is built on its first use).  In a build without
+ * TLS, or with a TLS file that cannot be loaded, a TCP connection fails here, before
+ * anything is sent in clear.  Returns CONN_STEP_FAILED with why (whylen bytes).
+ */
+static ConnStep
+conn_advance(Conn *conn, RedlockNodeSet *set, const RedlockNodeAddr *addr,
+			 char *why, size_t whylen)
+{
+	if (conn->tls == NULL)
+	{
+		int			err = conn_connect_error(conn);
+
+		if (err != 0)
+		{
+			snprintf(why, whylen, "could not connect: %s", strerror(err));
+			return CONN_STEP_FAILED;
+		}
+		if (!conn_uses_tls(set, addr))
+		{
+			conn->connecting = false;
+			return CONN_STEP_READY;
+		}
+		if (set->tls_context == NULL)
+			set->tls_context = redlock_tls_context_new(&set->tls, why, whylen);
+		if (set->tls_context == NULL)
+			return CONN_STEP_FAILED;
+		conn->tls = redlock_tls_session_start(set->tls_context, set->tls.verify, conn->ctx,
+											  addr->host, why, whylen);
+		if (conn->tls == NULL)
+			return CONN_STEP_FAILED;
+	}
+	switch (redlock_tls_handshake(conn->tls, why, whylen))
+	{
+		case REDLOCK_TLS_DONE:
+			conn->connecting = false;
+			return CONN_STEP_READY;
+		case REDLOCK_TLS_WANT_READ:
+			conn->tls_want_read = true;
+			return CONN_STEP_WAIT;
+		case REDLOCK_TLS_WANT_WRITE:
+			conn->tls_want_read = false;
+			return CONN_STEP_WAIT;
+		case REDLOCK_TLS_FAILED:
+			break;
+	}
+	return CONN_STEP_FAILED;
+}
+
+/* The socket events conn waits for now (a node waits to read or to write, not both). */
+static uint32
+conn_wanted_events(const Conn *conn)
+{
+	if (conn->connecting && conn->tls)
+		return conn->tls_want_read ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+	return (conn->connecting || conn->writing) ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+}
+
+/*
+ * True when an idle connection (nothing owed) can no longer be used: the master
+ * closed it (EOF), reset it, or sent something nobody asked for.
+ */
+static bool
+conn_gone_while_idle(const Conn *conn)
+{
+	char		byte;
+	ssize_t		r;
+
+	if (conn->tls)
+		return redlock_tls_gone_while_idle(conn->tls);
+	r = recv(conn->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r >= 0)
+		return true;			/* EOF, or bytes out of step */
+	return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+/* Reads what conn's socket holds into hiredis' buffer; false on an I/O error. */
+static bool
+conn_buffer_read(Conn *conn)
+{
+	if (conn->tls)
+		redlock_tls_clear_errors();
+	return redisBufferRead(conn->ctx) == REDIS_OK;
+}
+
+/*
+ * Sends what conn has buffered, as far as the socket takes it; *done says whether all
+ * went.  False on an I/O error.
+ */
+static bool
+conn_buffer_write(Conn *conn, int *done)
+{
+	*done = 0;
+	if (conn->tls)
+		redlock_tls_clear_errors();
+	if (redisBufferWrite(conn->ctx, done) != REDIS_OK)
+		return false;
+	conn->writing = !*done;
+	return true;
+}
+
+/* What conn_get_reply found. */
+typedef enum ConnReply
+{
+	CONN_REPLY_OK,				/* a reply, or NULL when more bytes are needed */
+	CONN_REPLY_IO_ERROR,		/* reading failed: conn_io_reason says why */
+	CONN_REPLY_PROTOCOL_ERROR	/* the stream is not Redis' protocol: ctx->errstr */
+} ConnReply;
+
+/*
+ * The next complete reply on conn into *reply (NULL when more bytes are needed),
+ * reading on while TLS holds decrypted bytes that the socket will not signal.
+ */
+static ConnReply
+conn_get_reply(Conn *conn, void **reply)
+{
+	for (;;)
+	{
+		*reply = NULL;
+		if (redisGetReply(conn->ctx, reply) != REDIS_OK)
+			return CONN_REPLY_PROTOCOL_ERROR;
+		if (*reply != NULL || conn->tls == NULL || !redlock_tls_pending(conn->tls))
+			return CONN_REPLY_OK;
+		if (!conn_buffer_read(conn))
+			return CONN_REPLY_IO_ERROR;
+	}
+}
+
+/* After a failed read or write on conn: OpenSSL's reason when it has one, else hiredis'. */
+static void
+conn_io_reason(const Conn *conn, char *reason, size_t reasonlen)
+{
+	if (conn->tls == NULL || !redlock_tls_io_error(reason, reasonlen))
+		strlcpy(reason, conn->ctx->errstr[0] ? conn->ctx->errstr : "connection closed",
+				reasonlen);
+}
 
 /* Fills entry with a command and a copy of its arguments (in set's context). */
 static void
@@ -304,15 +561,9 @@ queued_push(RedlockNodeSet *set, RedlockNode *node, const OwedReply *entry)
 static void
 node_close(RedlockNodeSet *set, RedlockNode *node)
 {
-	if (node->ctx == NULL)
+	if (node->conn.ctx == NULL)
 		return;
-	redisFree(node->ctx);		/* and the TLS session */
-	ReleaseExternalFD();
-	node->ctx = NULL;
-	node->tls = NULL;
-	node->tls_want_read = false;
-	node->connecting = false;
-	node->writing = false;
+	conn_close(&node->conn);
 	node->handshake_owed = 0;
 
 	/*
@@ -591,6 +842,202 @@ redlock_nodes_disconnect(void)
 	}
 }
 
+/*---- a connection apart from any call: the worker's subscriptions ----*/
+
+/* One master's connection of a node set, outside redlock_nodes_run. */
+struct RedlockConn
+{
+	RedlockNodeSet *set;		/* pinned while the connection exists */
+	int			node;			/* which master of set */
+	Conn		conn;
+};
+
+/*
+ * Closes conn's socket after a failure (why), counting it in its master's figures.
+ */
+static void
+redlock_conn_failed(RedlockConn *conn, const char *why)
+{
+	node_note_error(&conn->set->nodes[conn->node], why);
+	conn_close(&conn->conn);
+}
+
+/*
+ * redlock_conn_open
+ *		Opens a connection of its own to master node (0 <= node < set's size) without
+ *		blocking, the way every connection of set is opened: TLS when the set uses it
+ *		(and, in a build without TLS, failure before anything is sent), then AUTH and
+ *		SELECT as configured, queued to go out once the connect (and TLS handshake) is
+ *		done.  Their replies (+OK, or an error) come first on the connection.  TCP
+ *		keep-alives are on (such a connection is long-lived and mostly idle).  set
+ *		stays pinned until redlock_conn_close.  Drive it with redlock_conn_service.
+ *
+ * Returns the connection, or NULL with why (whylen bytes) when it failed at once.
+ * Raises only out-of-memory errors (53200).
+ */
+RedlockConn *
+redlock_conn_open(RedlockNodeSet *set, int node, char *why, size_t whylen)
+{
+	RedlockConn *conn;
+	char		dbnum[16];
+	const char *argv[2][3];
+	int			argc[2];
+	int			n;
+
+	Assert(node >= 0 && node < set->count);
+	conn = MemoryContextAllocZero(TopMemoryContext, sizeof(RedlockConn));
+	conn->set = set;
+	conn->node = node;
+	redlock_nodeset_pin(set);
+	if (!conn_open(&conn->conn, &set->nodes[node].addr, why, whylen))
+	{
+		node_note_error(&set->nodes[node], why);
+		redlock_conn_close(conn);
+		return NULL;
+	}
+	if (set->nodes[node].addr.port != 0)
+		(void) redisEnableKeepAlive(conn->conn.ctx);	/* long-lived, mostly idle */
+	n = conn_handshake(set, dbnum, argv, argc);
+	for (int k = 0; k < n; k++)
+		if (!redlock_conn_append(conn, argc[k], argv[k]))
+		{
+			snprintf(why, whylen, "out of memory");
+			redlock_conn_close(conn);
+			return NULL;
+		}
+	return conn;
+}
+
+/*
+ * redlock_conn_close
+ *		Closes conn (NULL is allowed), frees it and unpins its set.  Raises nothing.
+ */
+void
+redlock_conn_close(RedlockConn *conn)
+{
+	if (conn == NULL)
+		return;
+	conn_close(&conn->conn);
+	redlock_nodeset_unpin(conn->set);
+	pfree(conn);
+}
+
+/*
+ * redlock_conn_append
+ *		Queues a command (argc arguments, NUL-terminated strings) on conn, to go out as
+ *		soon as the connection is ready and the socket takes it.  Returns false when
+ *		hiredis is out of memory.  Raises nothing.
+ */
+bool
+redlock_conn_append(RedlockConn *conn, int argc, const char **argv)
+{
+	if (redisAppendCommandArgv(conn->conn.ctx, argc, argv, NULL) != REDIS_OK)
+		return false;
+	conn->conn.writing = true;
+	return true;
+}
+
+/*
+ * redlock_conn_socket, redlock_conn_events
+ *		conn's socket, and the socket events (WL_SOCKET_*) to wait for on it now:
+ *		those of its connect and TLS handshake while connecting, then readable, and
+ *		writable while output waits.  Raise nothing.
+ */
+pgsocket
+redlock_conn_socket(const RedlockConn *conn)
+{
+	return conn->conn.ctx->fd;
+}
+
+uint32
+redlock_conn_events(const RedlockConn *conn)
+{
+	if (conn->conn.connecting)
+		return conn_wanted_events(&conn->conn);
+	return WL_SOCKET_READABLE | (conn->conn.writing ? WL_SOCKET_WRITEABLE : 0);
+}
+
+/*
+ * redlock_conn_ready
+ *		True once conn's connect (and TLS handshake) is done.  Raises nothing.
+ */
+bool
+redlock_conn_ready(const RedlockConn *conn)
+{
+	return !conn->conn.connecting;
+}
+
+/*
+ * redlock_conn_service
+ *		Acts on socket events (WL_SOCKET_*) that a wait reported for conn: takes its
+ *		connect and TLS handshake further, then sends what is queued as far as the
+ *		socket takes it, and reads what arrived into the connection's buffer (collect
+ *		it with redlock_conn_next_reply).
+ *
+ * Returns false when the connection failed, with why (whylen bytes: a refused
+ * certificate, a build without TLS, an I/O error, the master closing it); then only
+ * redlock_conn_close may be called.  Raises nothing.
+ */
+bool
+redlock_conn_service(RedlockConn *conn, uint32 events, char *why, size_t whylen)
+{
+	Conn	   *c = &conn->conn;
+	int			done;
+
+	if (c->connecting)
+	{
+		switch (conn_advance(c, conn->set, &conn->set->nodes[conn->node].addr, why, whylen))
+		{
+			case CONN_STEP_WAIT:
+				return true;
+			case CONN_STEP_FAILED:
+				redlock_conn_failed(conn, why);
+				return false;
+			case CONN_STEP_READY:
+				events |= WL_SOCKET_WRITEABLE;	/* the queued handshake goes out now */
+				break;
+		}
+	}
+	if ((events & WL_SOCKET_WRITEABLE) && c->writing && !conn_buffer_write(c, &done))
+	{
+		conn_io_reason(c, why, whylen);
+		redlock_conn_failed(conn, why);
+		return false;
+	}
+	if ((events & WL_SOCKET_READABLE) && !conn_buffer_read(c))
+	{
+		conn_io_reason(c, why, whylen);
+		redlock_conn_failed(conn, why);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * redlock_conn_next_reply
+ *		The next complete reply that arrived on conn (a hiredis redisReply; free it
+ *		with freeReplyObject) into *reply, or NULL there when more bytes are needed.
+ *		Returns false when the connection failed, with why (whylen bytes); then only
+ *		redlock_conn_close may be called.  Raises nothing.
+ */
+bool
+redlock_conn_next_reply(RedlockConn *conn, void **reply, char *why, size_t whylen)
+{
+	switch (conn_get_reply(&conn->conn, reply))
+	{
+		case CONN_REPLY_OK:
+			return true;
+		case CONN_REPLY_IO_ERROR:
+			conn_io_reason(&conn->conn, why, whylen);
+			break;
+		case CONN_REPLY_PROTOCOL_ERROR:
+			strlcpy(why, conn->conn.ctx->errstr, whylen);
+			break;
+	}
+	redlock_conn_failed(conn, why);
+	return false;
+}
+
 /*
  * Computes script->sha1 from script->body, for EVALSHA.  Hashing needs a resource
  * owner, which backend exit no longer has; until it is known, EVAL sends the body.
@@ -679,12 +1126,12 @@ node_append(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
 			int script_argc, const char *const *script_argv, const size_t *script_argvlen)
 {
 	owed_push(set, node, call_id, script, eval, script_argc, script_argv, script_argvlen);
-	if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK)
+	if (redisAppendCommandArgv(node->conn.ctx, argc, argv, argvlen) != REDIS_OK)
 	{
 		owed_drop_newest(node);
 		return false;
 	}
-	node->writing = true;
+	node->conn.writing = true;
 	return true;
 }
 
@@ -741,66 +1188,33 @@ node_append_handshake(RedlockNodeSet *set, RedlockNode *node, int argc, const ch
 
 /*
  * Opens node i's connection without blocking and queues its handshake: AUTH and SELECT
- * as configured in the set, and SCRIPT LOAD of every script.  Returns false with why
- * filled when that fails at once.
+ * as configured in the set (conn_handshake), and SCRIPT LOAD of every script.  Returns
+ * false with why filled when that fails at once.
  */
 static bool
 node_open(RedlockNodeSet *set, int i, char *why, size_t whylen)
 {
 	RedlockNode *node = &set->nodes[i];
 	char		dbnum[16];
-	const char *argv[3];
+	const char *argv[2][3];
+	int			argc[2];
+	int			n;
 
-	if (!AcquireExternalFD())
-	{
-		snprintf(why, whylen, "too many open files in this backend");
+	if (!conn_open(&node->conn, &node->addr, why, whylen))
 		return false;
-	}
-	if (node->addr.port == 0)
-		node->ctx = redisConnectUnixNonBlock(node->addr.host);
-	else
-		node->ctx = redisConnectNonBlock(node->addr.host, node->addr.port);
-	if (node->ctx == NULL || node->ctx->err)
-	{
-		snprintf(why, whylen, "could not connect: %s",
-				 node->ctx ? node->ctx->errstr : "out of memory");
-		if (node->ctx)
-			redisFree(node->ctx);
-		node->ctx = NULL;
-		ReleaseExternalFD();
-		return false;
-	}
-	node->connecting = true;
-	node->writing = false;
 	node->handshake_owed = 0;
 	if (set == wait_set_for)
 		wait_set_stale = true;
 
-	if (set->password[0] != '\0')
-	{
-		int			argc = 0;
-
-		argv[argc++] = "AUTH";
-		if (set->username[0] != '\0')
-			argv[argc++] = set->username;
-		argv[argc++] = set->password;
-		if (!node_append_handshake(set, node, argc, argv))
+	n = conn_handshake(set, dbnum, argv, argc);
+	for (int k = 0; k < n; k++)
+		if (!node_append_handshake(set, node, argc[k], argv[k]))
 			goto oom;
-	}
-	if (set->database != 0)
-	{
-		snprintf(dbnum, sizeof(dbnum), "%d", set->database);
-		argv[0] = "SELECT";
-		argv[1] = dbnum;
-		if (!node_append_handshake(set, node, 2, argv))
-			goto oom;
-	}
 	for (int k = 0; k < script_count; k++)
 	{
-		argv[0] = "SCRIPT";
-		argv[1] = "LOAD";
-		argv[2] = scripts[k]->body;
-		if (!node_append_handshake(set, node, 3, argv))
+		const char *load[3] = {"SCRIPT", "LOAD", scripts[k]->body};
+
+		if (!node_append_handshake(set, node, 3, load))
 			goto oom;
 	}
 	return true;
@@ -809,36 +1223,6 @@ oom:
 	node_close(set, node);
 	snprintf(why, whylen, "out of memory");
 	return false;
-}
-
-/*
- * True when an idle connection (nothing owed) can no longer be used: the master
- * closed it (EOF), reset it, or sent something nobody asked for.
- */
-static bool
-node_gone_while_idle(const RedlockNode *node)
-{
-	char		byte;
-	ssize_t		r;
-
-	if (node->tls)
-		return redlock_tls_gone_while_idle(node->tls);
-	r = recv(node->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (r >= 0)
-		return true;			/* EOF, or bytes out of step */
-	return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
-}
-
-/* The pending error of node's non-blocking connect (SO_ERROR), 0 while none. */
-static int
-node_connect_error(const RedlockNode *node)
-{
-	int			err = 0;
-	socklen_t	len = sizeof(err);
-
-	if (getsockopt(node->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-		err = errno;
-	return err;
 }
 
 /*
@@ -871,19 +1255,13 @@ node_fail_io(CallState *cs, int i)
 	char		why[REDLOCK_NODE_ERROR_LEN];
 	char		reason[REDLOCK_NODE_ERROR_LEN];
 
-	if (node->tls == NULL)
-	{
-		node_fail(cs, i, node->ctx->errstr);
-		return;
-	}
-	if (!redlock_tls_io_error(reason, sizeof(reason)))
-		strlcpy(reason, node->ctx->errstr, sizeof(reason));
+	conn_io_reason(&node->conn, reason, sizeof(reason));
 
 	/*
 	 * A master that wants a client certificate closes a connection without one after
 	 * the handshake, and its alert is often lost to the reset: say what it may be.
 	 */
-	if (node->handshake_owed > 0 && !node->handshake_verified &&
+	if (node->conn.tls && node->handshake_owed > 0 && !node->handshake_verified &&
 		strstr(reason, "certificate") == NULL)
 		snprintf(why, sizeof(why), "%s, right after the TLS handshake: does the master require a client certificate (redlock.tls_cert_file)?",
 				 reason);
@@ -892,32 +1270,21 @@ node_fail_io(CallState *cs, int i)
 	node_fail(cs, i, why);
 }
 
-/* Reads what node's socket holds into hiredis' buffer; false on an I/O error. */
-static bool
-node_buffer_read(RedlockNode *node)
-{
-	if (node->tls)
-		redlock_tls_clear_errors();
-	return redisBufferRead(node->ctx) == REDIS_OK;
-}
-
 /* Sends what node i has buffered; fails the node on an I/O error. */
 static void
 node_write(CallState *cs, int i)
 {
 	RedlockNode *node = &cs->set->nodes[i];
-	int			done = 0;
+	bool		was_writing = node->conn.writing;
+	int			done;
 
-	if (node->tls)
-		redlock_tls_clear_errors();
-	if (redisBufferWrite(node->ctx, &done) != REDIS_OK)
+	if (!conn_buffer_write(&node->conn, &done))
 	{
 		node_fail_io(cs, i);
 		return;
 	}
-	if (done && node->writing)
+	if (done && was_writing)
 		call_progressed(cs, i);
-	node->writing = !done;
 }
 
 /*
@@ -944,10 +1311,10 @@ node_send_call(CallState *cs, int i)
 		CALL_AWAITING(cs, c, i) = true;
 		call->awaited++;
 	}
-	if (!node->connecting)
+	if (!node->conn.connecting)
 		node_write(cs, i);
 	call->deadline_ms = redlock_clock_ms() +
-		(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
+		(node->conn.connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
 	call->polled_after_deadline = false;
 }
 
@@ -973,7 +1340,7 @@ node_send_queued(CallState *cs, int i)
 	node->nqueued = 0;
 	if (!appended)
 		node_fail(cs, i, "out of memory");
-	else if (!node->connecting)
+	else if (!node->conn.connecting)
 		node_write(cs, i);
 }
 
@@ -1076,12 +1443,12 @@ node_read(CallState *cs, int i)
 {
 	RedlockNode *node = &cs->set->nodes[i];
 
-	if (!node_buffer_read(node))
+	if (!conn_buffer_read(&node->conn))
 	{
 		node_fail_io(cs, i);
 		return;
 	}
-	while (node->ctx)
+	while (node->conn.ctx)
 	{
 		void	   *data = NULL;
 		redisReply *reply;
@@ -1089,23 +1456,19 @@ node_read(CallState *cs, int i)
 		int			c;
 		char		why[REDLOCK_NODE_ERROR_LEN];
 
-		if (redisGetReply(node->ctx, &data) != REDIS_OK)
+		switch (conn_get_reply(&node->conn, &data))
 		{
-			node_fail(cs, i, node->ctx->errstr);
-			return;
-		}
-		if (data == NULL)
-		{
-			/* More bytes needed: TLS may hold some the socket will not signal. */
-			if (node->tls == NULL || !redlock_tls_pending(node->tls))
-				return;
-			if (!node_buffer_read(node))
-			{
+			case CONN_REPLY_IO_ERROR:
 				node_fail_io(cs, i);
 				return;
-			}
-			continue;
+			case CONN_REPLY_PROTOCOL_ERROR:
+				node_fail(cs, i, node->conn.ctx->errstr);
+				return;
+			case CONN_REPLY_OK:
+				break;
 		}
+		if (data == NULL)
+			return;				/* more bytes needed */
 		reply = data;
 
 		if (node->owed_len == 0)
@@ -1138,7 +1501,7 @@ node_read(CallState *cs, int i)
 			{
 				node->handshake_verified = true;
 				node_send_queued(cs, i);
-				if (node->ctx && cs->calls[i].deferred)
+				if (node->conn.ctx && cs->calls[i].deferred)
 					node_send_call(cs, i);
 			}
 			continue;
@@ -1194,7 +1557,6 @@ node_connected(CallState *cs, int i)
 	RedlockNode *node = &cs->set->nodes[i];
 	NodeCall   *call = &cs->calls[i];
 
-	node->connecting = false;
 	node->figures.connected = true;
 	node->progress_ms = redlock_clock_ms();	/* the handshake is owed from now */
 	if (call_waits_on(call))
@@ -1206,102 +1568,45 @@ node_connected(CallState *cs, int i)
 	node_write(cs, i);
 }
 
-/*
- * Takes node i's TLS handshake one step further, on the socket event it waited for;
- * a failure (a refused certificate, say) fails the node with the reason.
- */
-static void
-node_tls_step(CallState *cs, int i)
-{
-	RedlockNode *node = &cs->set->nodes[i];
-	char		why[REDLOCK_NODE_ERROR_LEN];
-
-	switch (redlock_tls_handshake(node->tls, why, sizeof(why)))
-	{
-		case REDLOCK_TLS_DONE:
-			node_connected(cs, i);
-			break;
-		case REDLOCK_TLS_WANT_READ:
-			node->tls_want_read = true;
-			break;
-		case REDLOCK_TLS_WANT_WRITE:
-			node->tls_want_read = false;
-			break;
-		case REDLOCK_TLS_FAILED:
-			node_fail(cs, i, why);
-			break;
-	}
-}
-
 /* True when node's connections use TLS: redlock.tls, and not a unix socket (clear). */
 static bool
 node_uses_tls(const RedlockNodeSet *set, const RedlockNode *node)
 {
-	return set->tls.enabled && node->addr.port != 0;
+	return conn_uses_tls(set, &node->addr);
 }
 
 /*
- * Starts TLS on node i's fresh TCP connection, building the set's TLS context on its
- * first use.
- */
-static void
-node_tls_start(CallState *cs, int i)
-{
-	RedlockNodeSet *set = cs->set;
-	RedlockNode *node = &set->nodes[i];
-	char		why[REDLOCK_NODE_ERROR_LEN];
-
-	if (set->tls_context == NULL)
-		set->tls_context = redlock_tls_context_new(&set->tls, why, sizeof(why));
-	if (set->tls_context)
-		node->tls = redlock_tls_session_start(set->tls_context, set->tls.verify, node->ctx,
-											  node->addr.host, why, sizeof(why));
-	if (node->tls == NULL)
-	{
-		node_fail(cs, i, why);
-		return;
-	}
-	node->progress_ms = redlock_clock_ms();	/* the TCP connect is done */
-	node_tls_step(cs, i);
-}
-
-/*
- * Completes node i's non-blocking connect on the event it waited for: the TCP
- * connect once the socket is writable, then, with TLS, the handshake.
+ * Takes node i's connect further on the event it waited for (conn_advance): the TCP
+ * connect, then, with TLS, the handshake; a failure (a refused certificate, say)
+ * fails the node with the reason.
  */
 static void
 node_finish_connect(CallState *cs, int i)
 {
 	RedlockNode *node = &cs->set->nodes[i];
-	int			err;
+	bool		tls_started = node->conn.tls != NULL;
+	char		why[REDLOCK_NODE_ERROR_LEN];
 
-	if (node->tls)
+	switch (conn_advance(&node->conn, cs->set, &node->addr, why, sizeof(why)))
 	{
-		node_tls_step(cs, i);
-		return;
+		case CONN_STEP_READY:
+			node_connected(cs, i);
+			break;
+		case CONN_STEP_WAIT:
+			if (!tls_started)
+				node->progress_ms = redlock_clock_ms();	/* the TCP connect is done */
+			break;
+		case CONN_STEP_FAILED:
+			node_fail(cs, i, why);
+			break;
 	}
-	err = node_connect_error(node);
-	if (err != 0)
-	{
-		char		why[REDLOCK_NODE_ERROR_LEN];
-
-		snprintf(why, sizeof(why), "could not connect: %s", strerror(err));
-		node_fail(cs, i, why);
-		return;
-	}
-	if (node_uses_tls(cs->set, node))
-		node_tls_start(cs, i);
-	else
-		node_connected(cs, i);
 }
 
 /* The socket events node waits for now. */
 static uint32
 node_wanted_events(const RedlockNode *node)
 {
-	if (node->connecting && node->tls)
-		return node->tls_want_read ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
-	return (node->connecting || node->writing) ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE;
+	return conn_wanted_events(&node->conn);
 }
 
 /*
@@ -1319,7 +1624,7 @@ node_continue_connect(CallState *cs, int i)
 	RedlockNode *node = &cs->set->nodes[i];
 	struct pollfd pfd;
 
-	pfd.fd = node->ctx->fd;
+	pfd.fd = node->conn.ctx->fd;
 	pfd.events = node_wanted_events(node) == WL_SOCKET_READABLE ? POLLIN : POLLOUT;
 	pfd.revents = 0;
 	if (poll(&pfd, 1, 0) > 0)
@@ -1342,7 +1647,7 @@ wait_set_refresh(RedlockNodeSet *set)
 			RedlockNode *node = &set->nodes[i];
 			uint32		wanted;
 
-			if (node->ctx == NULL)
+			if (node->conn.ctx == NULL)
 				continue;
 			wanted = node_wanted_events(node);
 			if (wanted != node->event_mask)
@@ -1365,10 +1670,10 @@ wait_set_refresh(RedlockNodeSet *set)
 	{
 		RedlockNode *node = &set->nodes[i];
 
-		if (node->ctx == NULL)
+		if (node->conn.ctx == NULL)
 			continue;
 		node->event_mask = node_wanted_events(node);
-		node->event_pos = AddWaitEventToSet(wait_set, node->event_mask, node->ctx->fd,
+		node->event_pos = AddWaitEventToSet(wait_set, node->event_mask, node->conn.ctx->fd,
 											NULL, node);
 	}
 	wait_set_for = set;
@@ -1471,7 +1776,7 @@ wait_for_nodes(CallState *cs, bool cleanup)
 				char		why[REDLOCK_NODE_ERROR_LEN];
 
 				snprintf(why, sizeof(why), "timed out after %d ms%s", (int) (now - cs->start_ms),
-						 set->nodes[i].connecting && set->nodes[i].tls ?
+						 set->nodes[i].conn.connecting && set->nodes[i].conn.tls ?
 						 " in the TLS handshake: does the master serve TLS on this port?" : "");
 				node_fail(cs, i, why);
 				continue;
@@ -1512,17 +1817,17 @@ wait_for_nodes(CallState *cs, bool cleanup)
 						node_fail(cs, j, "postmaster died");
 				return;
 			}
-			if (node == NULL || node->ctx == NULL)
+			if (node == NULL || node->conn.ctx == NULL)
 				continue;		/* closed earlier in this batch */
 
 			i = node - set->nodes;
-			if (node->connecting)
+			if (node->conn.connecting)
 				node_finish_connect(cs, i);
-			if (node->ctx == NULL || node->connecting)
+			if (node->conn.ctx == NULL || node->conn.connecting)
 				continue;		/* the event was the TLS handshake's */
-			if (node->writing && (events[e].events & WL_SOCKET_WRITEABLE))
+			if (node->conn.writing && (events[e].events & WL_SOCKET_WRITEABLE))
 				node_write(cs, i);
-			if (node->ctx && (events[e].events & WL_SOCKET_READABLE))
+			if (node->conn.ctx && (events[e].events & WL_SOCKET_READABLE))
 				node_read(cs, i);
 		}
 	}
@@ -1532,7 +1837,7 @@ wait_for_nodes(CallState *cs, bool cleanup)
 	 * their commands now rather than at the next call.  Nothing waits for them.
 	 */
 	for (int i = 0; i < n; i++)
-		if (cs->calls[i].deferred && set->nodes[i].ctx && !set->nodes[i].connecting)
+		if (cs->calls[i].deferred && set->nodes[i].conn.ctx && !set->nodes[i].conn.connecting)
 			node_read(cs, i);
 
 	/* Whoever is still awaited was not needed for the outcome. */
@@ -1562,23 +1867,23 @@ node_start_call(CallState *cs, int i)
 	/* As the last call left it: an old connection found dead below does not count. */
 	bool		failed_last_time = node->failed_recently;
 
-	if (node->ctx && node->owed_len > 0 && !node->connecting)
+	if (node->conn.ctx && node->owed_len > 0 && !node->conn.connecting)
 		node_read(cs, i);
-	if (node->ctx && node->connecting)
+	if (node->conn.ctx && node->conn.connecting)
 		node_continue_connect(cs, i);
-	if (node->ctx && node->owed_len > 0 &&
+	if (node->conn.ctx && node->owed_len > 0 &&
 		cs->start_ms - node->progress_ms >
-		(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms))
+		(node->conn.connecting ? redlock_connect_timeout_ms : redlock_timeout_ms))
 	{
 		snprintf(why, sizeof(why), "no reply for %d ms: connection closed",
 				 (int) (cs->start_ms - node->progress_ms));
 		node_note_error(node, why);
 		node_close(cs->set, node);
 	}
-	if (node->ctx && node->owed_len == 0 && !node->connecting && node_gone_while_idle(node))
+	if (node->conn.ctx && node->owed_len == 0 && !node->conn.connecting && conn_gone_while_idle(&node->conn))
 		node_close(cs->set, node);
 
-	if (node->ctx == NULL)
+	if (node->conn.ctx == NULL)
 	{
 		if (!node_open(cs->set, i, why, sizeof(why)))
 		{
@@ -1602,14 +1907,14 @@ node_start_call(CallState *cs, int i)
 	{
 		call->deferred = true;
 		call->deadline_ms = redlock_clock_ms() +
-			(node->connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
-		if (!node->connecting)
+			(node->conn.connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
+		if (!node->conn.connecting)
 			node_write(cs, i);
 		return;
 	}
 	if (node->nqueued > 0)
 		node_send_queued(cs, i);	/* releases carried over go first */
-	if (node->ctx)
+	if (node->conn.ctx)
 		node_send_call(cs, i);
 }
 

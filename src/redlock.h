@@ -10,10 +10,10 @@
  * table, in shared memory, the registry (registry.c) of auto-extended locks and of
  * waiters: backends add to it, and the background worker (worker.c) renews what it
  * holds through quorum.c with its own connections, and relays release announcements
- * from its subscriptions (subscription.c) to the waiters.  Times are milliseconds on
- * every interface, read with redlock_clock_ms().  The lower layers return outcomes;
- * only the SQL functions and the hooks turn them into errors or warnings (report.c
- * holds their shared words).
+ * from its subscriptions (subscription.c, connected through node.c) to the waiters.
+ * Times are milliseconds on every interface, read with redlock_clock_ms().  The lower
+ * layers return outcomes; only the SQL functions and the hooks turn them into errors
+ * or warnings (report.c holds their shared words).
  *
  *-------------------------------------------------------------------------
  */
@@ -226,6 +226,23 @@ extern const char *redlock_node_name(const RedlockNodeSet *set, int node);
 extern void redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands,
 							  int ncommands, bool cleanup, RedlockNodeOutcome *outcomes);
 extern void redlock_nodes_disconnect(void);
+
+/*
+ * One master's connection apart from any call (the worker's subscriptions), opened
+ * by the same code as every other: TLS, AUTH, SELECT as the node set says; opaque.
+ */
+typedef struct RedlockConn RedlockConn;
+
+extern RedlockConn *redlock_conn_open(RedlockNodeSet *set, int node, char *why,
+									  size_t whylen);
+extern void redlock_conn_close(RedlockConn *conn);
+extern bool redlock_conn_append(RedlockConn *conn, int argc, const char **argv);
+extern pgsocket redlock_conn_socket(const RedlockConn *conn);
+extern uint32 redlock_conn_events(const RedlockConn *conn);
+extern bool redlock_conn_ready(const RedlockConn *conn);
+extern bool redlock_conn_service(RedlockConn *conn, uint32 events, char *why, size_t whylen);
+extern bool redlock_conn_next_reply(RedlockConn *conn, void **reply, char *why,
+									size_t whylen);
 
 /* ---- counters: stats.c, fed by quorum.c and locktable.c ---- */
 

@@ -12,12 +12,18 @@
  * deleted the key announces the release: the waiter is woken once a quorum of them has
  * (sooner, the key could still be on a majority), and the rest are ignored.
  *
+ * The connections are opened by node.c's connection code, the one every connection to
+ * a master goes through (redlock_conn_open): TLS as redlock.tls says (in a build
+ * without TLS, with redlock.tls on, they fail before anything is sent in clear), then
+ * AUTH and SELECT, then SUBSCRIBE.  A connect (and TLS handshake) gets
+ * redlock.connect_timeout, the subscription's confirmation redlock.timeout after it.
+ *
  * Nothing here is needed for safety: a lost message, a dropped connection or a master
  * that restarts only make a waiter wait its ordinary retry delay.  A connection that
- * fails is opened again a second later; a change of redlock.servers (a reload)
- * re-subscribes on the new masters.  Idle subscriptions cost nothing but TCP
- * keep-alives.  Only the worker's own configuration is covered: a waiter whose session
- * set other servers polls.
+ * fails is opened again a second later; a change of the worker's configuration
+ * (redlock.servers, credentials, database, TLS: a reload) re-subscribes with the new
+ * one.  Idle subscriptions cost nothing but TCP keep-alives.  Only the worker's own
+ * configuration is covered: a waiter whose session set other servers polls.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,7 +31,6 @@
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
-#include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
@@ -37,13 +42,17 @@
 
 #define RESUBSCRIBE_DELAY_MS 1000
 
-/* A subscription to one master.  When ctx is NULL it is closed. */
+/*
+ * A subscription to master node of subs_set.  When conn is NULL it is closed and only
+ * node and retry_at_ms mean something.
+ */
 typedef struct Subscriber
 {
-	RedlockNodeAddr addr;
-	redisContext *ctx;
-	bool		writing;		/* commands not all sent yet (or connect pending) */
+	int			node;
+	RedlockConn *conn;
 	bool		subscribed;		/* the master confirmed the subscription */
+	double		deadline_ms;	/* until subscribed: when to give up on this connection */
+	uint32		event_mask;		/* socket events registered in wait_set */
 	double		retry_at_ms;	/* when closed: when to open it again */
 } Subscriber;
 
@@ -66,22 +75,19 @@ typedef struct Announced
 static Announced announced[ANNOUNCED_SLOTS];
 static Subscriber subs[REDLOCK_MAX_NODES];
 static int	nsubs = 0;
-static bool configured = false;
-static uint64 configured_generation = 0;
+static RedlockNodeSet *subs_set = NULL; /* the configuration subscribed to, pinned */
 static WaitEventSet *wait_set = NULL;
 static bool wait_set_stale = true;
 
 static void
 sub_close(Subscriber *sub, double retry_after_ms)
 {
-	if (sub->ctx)
+	if (sub->conn)
 	{
-		redisFree(sub->ctx);
-		ReleaseExternalFD();
-		sub->ctx = NULL;
+		redlock_conn_close(sub->conn);
+		sub->conn = NULL;
 		wait_set_stale = true;
 	}
-	sub->writing = false;
 	sub->subscribed = false;
 	sub->retry_at_ms = redlock_clock_ms() + retry_after_ms;
 }
@@ -89,57 +95,32 @@ sub_close(Subscriber *sub, double retry_after_ms)
 static void
 sub_fail(Subscriber *sub, const char *why)
 {
-	char		name[REDLOCK_NODE_NAME_LEN];
-
-	redlock_node_addr_name(&sub->addr, name, sizeof(name));
 	ereport(DEBUG1,
-			(errmsg_internal("redlock: subscription to %s closed: %s", name, why)));
+			(errmsg_internal("redlock: subscription to %s closed: %s",
+							 redlock_node_name(subs_set, sub->node), why)));
 	sub_close(sub, RESUBSCRIBE_DELAY_MS);
 }
 
-/* Opens sub's connection and queues AUTH (when configured) and SUBSCRIBE. */
+/*
+ * Opens sub's connection through node.c's connection code (TLS, AUTH and SELECT as
+ * the worker's configuration says) and queues SUBSCRIBE behind its handshake.
+ */
 static void
 sub_open(Subscriber *sub)
 {
-	const char *argv[3];
-	int			argc = 0;
+	const char *argv[2] = {"SUBSCRIBE", REDLOCK_RELEASE_CHANNEL};
+	char		why[REDLOCK_NODE_ERROR_LEN];
 
-	if (!AcquireExternalFD())
+	sub->conn = redlock_conn_open(subs_set, sub->node, why, sizeof(why));
+	if (sub->conn == NULL)
 	{
-		sub->retry_at_ms = redlock_clock_ms() + RESUBSCRIBE_DELAY_MS;
+		sub_fail(sub, why);
 		return;
 	}
-	sub->ctx = sub->addr.port == 0
-		? redisConnectUnixNonBlock(sub->addr.host)
-		: redisConnectNonBlock(sub->addr.host, sub->addr.port);
-	if (sub->ctx == NULL || sub->ctx->err)
-	{
-		if (sub->ctx)
-			redisFree(sub->ctx);
-		sub->ctx = NULL;
-		ReleaseExternalFD();
-		sub->retry_at_ms = redlock_clock_ms() + RESUBSCRIBE_DELAY_MS;
-		return;
-	}
-	if (sub->addr.port != 0)
-		(void) redisEnableKeepAlive(sub->ctx);
 	wait_set_stale = true;
-	sub->writing = true;
-	if (redlock_effective_password()[0] != '\0')
-	{
-		argv[argc++] = "AUTH";
-		if (redlock_username && redlock_username[0] != '\0')
-			argv[argc++] = redlock_username;
-		argv[argc++] = redlock_effective_password();
-		if (redisAppendCommandArgv(sub->ctx, argc, argv, NULL) != REDIS_OK)
-		{
-			sub_fail(sub, "out of memory");
-			return;
-		}
-	}
-	argv[0] = "SUBSCRIBE";
-	argv[1] = REDLOCK_RELEASE_CHANNEL;
-	if (redisAppendCommandArgv(sub->ctx, 2, argv, NULL) != REDIS_OK)
+	sub->subscribed = false;
+	sub->deadline_ms = redlock_clock_ms() + redlock_connect_timeout_ms;
+	if (!redlock_conn_append(sub->conn, 2, argv))
 		sub_fail(sub, "out of memory");
 }
 
@@ -167,12 +148,9 @@ sub_reply(Subscriber *sub, redisReply *reply)
 {
 	if (reply->type == REDIS_REPLY_ERROR)
 	{
-		char		name[REDLOCK_NODE_NAME_LEN];
-
-		redlock_node_addr_name(&sub->addr, name, sizeof(name));
 		ereport(LOG,
 				(errmsg("redlock could not subscribe to release announcements on %s: %s",
-						name, reply->str),
+						redlock_node_name(subs_set, sub->node), reply->str),
 				 errdetail("Waiters retry after redlock.retry_delay instead of being woken.")));
 		sub_close(sub, RESUBSCRIBE_DELAY_MS * 10);
 		return;
@@ -187,69 +165,66 @@ sub_reply(Subscriber *sub, redisReply *reply)
 		announce(reply->element[2]->str, reply->element[2]->len);
 }
 
-/* Services socket events on sub. */
+/*
+ * Services socket events on sub: its connect and TLS handshake, what it has to send,
+ * then every reply that arrived.
+ */
 static void
 sub_service(Subscriber *sub, uint32 events)
 {
-	if ((events & WL_SOCKET_WRITEABLE) && sub->writing)
-	{
-		int			done = 0;
+	char		why[REDLOCK_NODE_ERROR_LEN];
+	bool		was_ready = redlock_conn_ready(sub->conn);
 
-		if (redisBufferWrite(sub->ctx, &done) != REDIS_OK)
-		{
-			sub_fail(sub, sub->ctx->errstr);
-			return;
-		}
-		if (done)
-		{
-			sub->writing = false;
-			wait_set_stale = true;
-		}
+	if (!redlock_conn_service(sub->conn, events, why, sizeof(why)))
+	{
+		sub_fail(sub, why);
+		return;
 	}
-	if (events & WL_SOCKET_READABLE)
+	if (!redlock_conn_ready(sub->conn))
+		return;
+	if (!was_ready)				/* connected: the confirmation is owed from now */
+		sub->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
+	for (;;)
 	{
 		void	   *reply;
 
-		if (redisBufferRead(sub->ctx) != REDIS_OK)
+		if (!redlock_conn_next_reply(sub->conn, &reply, why, sizeof(why)))
 		{
-			sub_fail(sub, sub->ctx->errstr[0] ? sub->ctx->errstr : "connection closed");
+			sub_fail(sub, why);
 			return;
 		}
-		for (;;)
-		{
-			if (redisGetReplyFromReader(sub->ctx, &reply) != REDIS_OK)
-			{
-				sub_fail(sub, "protocol error");
-				return;
-			}
-			if (reply == NULL)
-				break;
-			sub_reply(sub, reply);
-			freeReplyObject(reply);
-			if (sub->ctx == NULL)
-				return;
-		}
+		if (reply == NULL)
+			break;
+		sub_reply(sub, reply);
+		freeReplyObject(reply);
+		if (sub->conn == NULL)
+			return;
 	}
 }
 
-/* Follows redlock.servers (and the credentials): re-subscribes after a change. */
+/*
+ * Follows the worker's configuration (redlock.servers, credentials, database, TLS):
+ * re-subscribes after a change, with the node set of the new one.
+ */
 static void
 subs_sync(void)
 {
-	const RedlockServerList *list = redlock_server_list;
+	RedlockNodeSet *set = redlock_nodeset_current();
 
-	if (configured && configured_generation == redlock_connection_generation)
+	if (set == subs_set)
 		return;
 	for (int i = 0; i < nsubs; i++)
 		sub_close(&subs[i], 0);
-	nsubs = list ? list->count : 0;
+	if (subs_set)
+		redlock_nodeset_unpin(subs_set);
+	redlock_nodeset_pin(set);
+	subs_set = set;
+	nsubs = redlock_nodeset_size(set);
 	for (int i = 0; i < nsubs; i++)
 	{
 		memset(&subs[i], 0, sizeof(Subscriber));
-		subs[i].addr = list->nodes[i];
+		subs[i].node = i;
 	}
-	configured = true;
-	configured_generation = redlock_connection_generation;
 	wait_set_stale = true;
 }
 
@@ -265,11 +240,10 @@ wait_set_rebuild(void)
 	{
 		Subscriber *sub = &subs[i];
 
-		if (sub->ctx == NULL)
+		if (sub->conn == NULL)
 			continue;
-		AddWaitEventToSet(wait_set,
-						  WL_SOCKET_READABLE | (sub->writing ? WL_SOCKET_WRITEABLE : 0),
-						  sub->ctx->fd, NULL, sub);
+		sub->event_mask = redlock_conn_events(sub->conn);
+		AddWaitEventToSet(wait_set, sub->event_mask, redlock_conn_socket(sub->conn), NULL, sub);
 	}
 	wait_set_stale = false;
 }
@@ -293,10 +267,20 @@ redlock_subscriptions_wait(double timeout_ms)
 	subs_sync();
 	for (int i = 0; i < nsubs; i++)
 	{
-		if (subs[i].ctx == NULL && subs[i].retry_at_ms <= now)
-			sub_open(&subs[i]);
-		if (subs[i].ctx == NULL)
-			end = Min(end, subs[i].retry_at_ms);
+		Subscriber *sub = &subs[i];
+
+		if (sub->conn && !sub->subscribed && sub->deadline_ms <= now)
+			sub_fail(sub, redlock_conn_ready(sub->conn)
+					 ? "no subscription confirmed within redlock.timeout"
+					 : "timed out connecting (redlock.connect_timeout)");
+		if (sub->conn == NULL && sub->retry_at_ms <= now)
+			sub_open(sub);
+		if (sub->conn == NULL)
+			end = Min(end, sub->retry_at_ms);
+		else if (!sub->subscribed)
+			end = Min(end, sub->deadline_ms);
+		if (sub->conn && redlock_conn_events(sub->conn) != sub->event_mask)
+			wait_set_stale = true;
 	}
 	if (wait_set_stale || wait_set == NULL)
 		wait_set_rebuild();
@@ -307,7 +291,7 @@ redlock_subscriptions_wait(double timeout_ms)
 	{
 		Subscriber *sub = events[k].user_data;
 
-		if (sub && sub->ctx && (events[k].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
+		if (sub && sub->conn && (events[k].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
 			sub_service(sub, events[k].events);
 	}
 }
@@ -320,12 +304,13 @@ void
 redlock_subscriptions_close(void)
 {
 	for (int i = 0; i < nsubs; i++)
-		if (subs[i].ctx)
+		if (subs[i].conn)
 		{
-			redisFree(subs[i].ctx);
-			ReleaseExternalFD();
-			subs[i].ctx = NULL;
+			redlock_conn_close(subs[i].conn);
+			subs[i].conn = NULL;
 		}
 	nsubs = 0;
-	configured = false;
+	if (subs_set)
+		redlock_nodeset_unpin(subs_set);
+	subs_set = NULL;
 }

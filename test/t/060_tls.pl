@@ -22,6 +22,9 @@ use warnings;
 
 use File::Copy;
 use FindBin;
+use IO::Select;
+use IO::Socket::INET;
+use POSIX ();
 use lib "$FindBin::RealBin/../checker";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -30,6 +33,123 @@ use Time::HiRes qw(time);
 
 use Checker;
 use RedisMasters;
+
+# Plain TCP listeners standing in for N masters: they accept every connection, never
+# answer, and keep what each connection sent in a file of its own (under dir, named
+# port-sequence).  Returns { pid, dir, ports }; stop with stop_listeners.
+sub start_listeners
+{
+	my ($n) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir('listeners');
+	my @socks = map {
+		IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 64, ReuseAddr => 1)
+		  or die "could not listen: $!"
+	} 1 .. $n;
+	my @ports = map { $_->sockport } @socks;
+	my $pid = fork() // die "fork: $!";
+	if ($pid == 0)
+	{
+		# Never returns, never runs END blocks (they would stop the masters and nodes).
+		eval {
+			my $select = IO::Select->new(@socks);
+			my %listening = map { fileno($_) => 1 } @socks;
+			my (%path, %conns);
+			my $seq = 0;
+			while (1)
+			{
+				for my $fh ($select->can_read(1))
+				{
+					if ($listening{ fileno($fh) })
+					{
+						my $c = $fh->accept or next;
+						$path{ fileno($c) } = sprintf('%s/%d-%05d', $dir, $fh->sockport, ++$seq);
+						open(my $f, '>', $path{ fileno($c) }) or die;
+						close $f;
+						$conns{ fileno($c) } = $c;
+						$select->add($c);
+						next;
+					}
+					my $r = sysread($fh, my $buf, 65536);
+					if (!$r)
+					{
+						$select->remove($fh);
+						delete $conns{ fileno($fh) };
+						close $fh;
+						next;
+					}
+					open(my $f, '>>', $path{ fileno($fh) }) or die;
+					binmode $f;
+					print $f $buf;
+					close $f;
+				}
+			}
+		};
+		POSIX::_exit(1);
+	}
+	close $_ for @socks;
+	return { pid => $pid, dir => $dir, ports => \@ports };
+}
+
+sub stop_listeners
+{
+	my ($l) = @_;
+	kill 'KILL', $l->{pid};
+	waitpid($l->{pid}, 0);
+	return;
+}
+
+# What the listeners received: a list of [ port, bytes ], one a connection.
+sub listener_connections
+{
+	my ($l) = @_;
+	my @conns;
+	for my $path (sort glob("$l->{dir}/*"))
+	{
+		my ($port) = $path =~ m{/(\d+)-\d+$};
+		push @conns, [ $port, PostgreSQL::Test::Utils::slurp_file($path) ];
+	}
+	return @conns;
+}
+
+# The first bytes of S, printable.
+sub show_bytes
+{
+	my ($s) = @_;
+	$s = substr($s, 0, 60);
+	$s =~ s/([^\x20-\x7e])/sprintf('\\x%02x', ord($1))/ge;
+	return $s;
+}
+
+# A node whose redlock.servers are the listeners L, with the worker (preloaded), a
+# password and EXTRA_CONF; waits until the worker (and any backend) connected to every
+# listener at least twice (a failed subscription is retried every second).
+sub listener_node
+{
+	my ($name, $l, $extra_conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $servers = join(',', map { "127.0.0.1:$_" } @{ $l->{ports} });
+	$node->append_conf('postgresql.conf', qq{
+redlock.servers = '$servers'
+redlock.password = 'never-in-clear'
+shared_preload_libraries = 'redlock'
+log_statement = none
+lc_messages = 'C'
+} . $RedisMasters::ROOMY_CONF . $extra_conf);
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION redlock');
+	return $node;
+}
+
+# True once every listener of L had at least N connections (whose bytes match RE, if
+# given).
+sub every_listener_connected
+{
+	my ($l, $n, $re) = @_;
+	my %count;
+	$count{ $_->[0] }++ for grep { !defined $re || $_->[1] =~ $re } listener_connections($l);
+	return !grep { ($count{$_} // 0) < $n } @{ $l->{ports} };
+}
 
 # The Makefile's probe: TLS is built when both headers are found.
 my $tls_expected = system(
@@ -72,6 +192,25 @@ if (!$tls_expected)
 	is(join(',', $redis->calls(@sent)), $calls_before, '... no command reached a master in clear');
 	is(join(',', $redis->redis_all('EXISTS', 'clear-job')), '0,0,0', '... and no master has the key');
 	$node->stop;
+
+	# The worker's subscriptions fail closed too (issue 21): with redlock.tls = on from
+	# postgresql.conf and a password, plain listeners standing in for the masters see
+	# the worker connect (and retry every second) but receive nothing at all: no AUTH,
+	# no SUBSCRIBE.  Nor from a backend's acquire.
+	# The worker first (no backend has connected yet), then a backend.
+	my $l = start_listeners(3);
+	my $sub_node = listener_node('notls_sub', $l, "redlock.tls = on\n");
+	ok(RedisMasters::wait_until(15, sub { every_listener_connected($l, 2) }),
+		'redlock.tls = on, no TLS: the worker\'s subscriptions reached every listener (twice: retried)');
+	($rc, $out, $err) = $sub_node->psql('postgres', "SELECT redlock_acquire('clear-sub', 10000)");
+	like($err, qr/not connecting in clear/, '... and a backend\'s acquire fails closed');
+	Time::HiRes::sleep(0.5);    # what the newest connections sent has landed
+	my @conns = listener_connections($l);
+	my @clear = grep { length($_->[1]) > 0 } @conns;
+	is(scalar(@clear), 0, sprintf('... and none of their %d connections sent a byte in clear', scalar(@conns)))
+	  or diag(join("\n", map { "port $_->[0]: " . show_bytes($_->[1]) } @clear));
+	$sub_node->stop;
+	stop_listeners($l);
 	done_testing();
 	exit 0;
 }
@@ -346,6 +485,61 @@ is(scalar(grep { /^[0-9a-f]{40}$/ } $redis->redis_all('GET', 'tls-auto')), 5,
 is($out, '1', '... and its owner still holds it');
 ($out) = sql($a, "SELECT redlock_release('tls-auto')");
 is($out, 't', '... released');
+
+# ---- the worker's subscriptions over TLS (issue 21): wake-on-release, nothing in clear ----
+
+# The masters serve TLS only: a subscription counted there came up over TLS.
+my @subs = $redis->wait_all(15, sub { !grep { $_ ne "redlock:released\n1" } @_ },
+	'PUBSUB', 'NUMSUB', 'redlock:released');
+s/\n/ /g for @subs;
+is(join(',', @subs), join(',', ('redlock:released 1') x 5),
+	'the worker holds a subscription to release announcements on each TLS master');
+
+# A release on another cluster (no worker there) wakes a waiter here only through them.
+my $other = RedisMasters::redlock_node('tls_other', $redis, $RedisMasters::ROOMY_CONF . $tls_conf);
+my $holder = session($other);
+($out) = sql($holder, "SELECT redlock_acquire('tls-wake', 60000)");
+is($out, 't', 'another cluster holds "tls-wake"');
+sql($b, 'SET redlock.retry_delay = 5000; SET redlock.retry_jitter = 0');
+$b->start("SELECT redlock_acquire('tls-wake', 60000, 20000)");
+ok( RedisMasters::wait_until(
+		10, sub { $node->safe_psql('postgres', 'SELECT waiting_backends FROM redlock_stats()') eq '1' }),
+	'... a session here waits for it (5 s retry delay)');
+my $t_release = time;
+sql($holder, "SELECT redlock_release('tls-wake')");
+($out) = $b->finish;
+my $handoff = time - $t_release;
+is($out, 't', 'the waiter acquires "tls-wake" once the other cluster released it');
+cmp_ok($handoff, '<', 2.5,
+	sprintf('... %.3f s after the release, well inside its retry delay: woken through the TLS subscriptions', $handoff));
+sql($b, "SELECT redlock_release('tls-wake')");
+sql($b, 'RESET ALL');
+$holder->quit;
+$other->stop;
+
+# Plain listeners standing in for the masters: every connection, the worker's
+# subscriptions (retried every second) and a backend's acquire, starts with a TLS
+# handshake record, and nothing readable reaches them: no AUTH, no SUBSCRIBE, no password.
+# The worker first (no backend has connected yet), then a backend (whose exit may
+# open, and drop before its handshake, one more connection to redeliver the undo).
+my $l = start_listeners(3);
+my $clear_node = listener_node('tls_clear', $l, $tls_conf . "redlock.connect_timeout = 300\n");
+ok(RedisMasters::wait_until(15, sub { every_listener_connected($l, 2, qr/^\x16\x03/) }),
+	'TLS to plain listeners: the worker\'s subscriptions began a TLS handshake with each, twice (retried)');
+($out, $err) = timed_psql($clear_node, "SELECT redlock_acquire('tls-listeners', 10000, 0)");
+like($err, qr/08006/, '... and a backend\'s acquire fails (no TLS handshake answered)');
+Time::HiRes::sleep(0.5);    # what the newest connections sent has landed
+my @conns = listener_connections($l);
+my @tls_hello = grep { $_->[1] =~ /^\x16\x03/ } @conns;
+my @not_tls = grep { length($_->[1]) > 0 && $_->[1] !~ /^\x16\x03/ } @conns;
+my @clear = grep { $_->[1] =~ /AUTH|SUBSCRIBE|never-in-clear/i } @conns;
+cmp_ok(scalar(@tls_hello), '>=', 3 * 3, scalar(@tls_hello) . ' of ' . scalar(@conns) . ' connections began with a TLS handshake record');
+is(scalar(@not_tls), 0, '... none began with anything else')
+  or diag(join("\n", map { "port $_->[0]: " . show_bytes($_->[1]) } @not_tls));
+is(scalar(@clear), 0, '... and none carried AUTH, SUBSCRIBE or the password in clear')
+  or diag(join("\n", map { "port $_->[0]: " . show_bytes($_->[1]) } @clear));
+$clear_node->stop;
+stop_listeners($l);
 
 # ---- privileges: only superusers set where and how backends connect ----
 
