@@ -73,13 +73,20 @@
 /* Write rounds one token may take (conflicts resolved by writing a larger T). */
 #define FENCE_WRITE_ROUNDS 3
 
-/* Round 1: the counter where our key holds our token (0 without one), else -1. */
+/*
+ * Round 1: where our key holds our token, the larger of the counter and the master's
+ * floor minus one (the floor: the master's own clock, TIME, in whole seconds times
+ * 10^6); else -1.  The script only reads, so TIME is allowed in it on every Redis
+ * version (no write follows a non-deterministic command).
+ */
 static RedlockScript fence_read_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) ~= ARGV[1] then return -1 end "
+	"local f = tonumber(redis.call(\"time\")[1]) * 1000000 - 1 "
 	"local c = redis.call(\"get\", KEYS[2]) "
-	"if not c then return 0 end "
+	"if not c then return f end "
 	"local n = tonumber(c) "
 	"if not n then return redis.error_reply(\"fencing counter is not a number\") end "
+	"if n < f then return f end "
 	"return n",
 	.nkeys = 2
 };
@@ -185,8 +192,10 @@ round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
  *		Takes a fencing token for a held lock: the two rounds above (§9).
  *
  * set: the masters the lock was taken on.  key, token: the lock's key and token.
- * floor: the least token to hand out (the caller's wall clock, whole seconds since
- *		the Unix epoch times 10^6).
+ * caller_floor: ignored.  It was the least token to hand out, from the caller's wall
+ *		clock; a caller's clock must not order tokens (callers' clocks differ), so the
+ *		floor is now each master's own (round 1).  Kept until its caller in
+ *		locktable.c stops passing it.
  * valid_until_ms: the lock's validity end (a redlock_clock_ms() time): the write
  *		round must be decided before it.
  * fence: set to the token when the result is REDLOCK_OK.
@@ -200,8 +209,9 @@ round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
  * statement_timeout); a token left half-written then only raises some counters.
  */
 void
-redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token, int64 floor,
-					 double valid_until_ms, int64 *fence, RedlockResult *result)
+redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
+					 int64 caller_floor pg_attribute_unused(), double valid_until_ms,
+					 int64 *fence, RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
 	RedlockCommand command;
@@ -234,7 +244,6 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token, in
 	for (int i = 0; i < result->node_count; i++)
 		if (accept_counter(&outcomes[i]))
 			next = Max(next, outcomes[i].integer + 1);
-	next = Max(next, floor);
 
 	/* Round 2: write it back where our key still is; a conflict raises it. */
 	for (int round = 0; round < FENCE_WRITE_ROUNDS; round++)
