@@ -62,6 +62,7 @@ skew(void)
 	return skew_us;
 }
 
+/* clock_gettime(3) with CLOCK_REALTIME and CLOCK_REALTIME_COARSE set off by the skew. */
 int
 clock_gettime(clockid_t clk, struct timespec *ts)
 {
@@ -77,6 +78,7 @@ clock_gettime(clockid_t clk, struct timespec *ts)
 	return rc;
 }
 
+/* gettimeofday(2) set off by the skew (PostgreSQL's GetCurrentTimestamp, Redis' TIME). */
 int
 gettimeofday(struct timeval *tv, void *tz)
 {
@@ -92,6 +94,7 @@ gettimeofday(struct timeval *tv, void *tz)
 	return rc;
 }
 
+/* time(2) through gettimeofday above. */
 time_t
 time(time_t *t)
 {
