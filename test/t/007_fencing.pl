@@ -3,7 +3,9 @@
 # under their own keys; a lost lock (token gone, validity run out) gets no token; fewer
 # than a quorum answering is 08006; and the guarded write of README's pattern refuses a
 # holder paused past its validity (SIGSTOP of its backend), on a table of another
-# cluster reached through postgres_fdw.  A quorum of 4 of 5 is needed where set.
+# cluster reached through postgres_fdw.  A later holder on a cluster whose clock is 5 s
+# behind gets a larger token after every master was restarted empty with README's delay
+# (issue 21, item 5).  A quorum of 4 of 5 is needed where set.
 
 use strict;
 use warnings;
