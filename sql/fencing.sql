@@ -30,8 +30,9 @@ SELECT fence_try($$SELECT redlock_fencing_token('regress-fence')$$) AS not_held;
 SELECT fence_try($$SELECT redlock_fencing_token(NULL)$$) AS null_resource;
 SELECT fence_try($$SELECT redlock_fencing_token('')$$) AS empty_resource;
 
--- One token per hold: stacking and extending keep it.  It is at least the wall clock
--- in whole seconds times 10^6 (the floor for a counter that expired).
+-- One token per hold: stacking and extending keep it.  It is at least the masters'
+-- wall clock (here the same host's) in whole seconds times 10^6 (the floor for a
+-- counter that expired).
 SELECT redlock_acquire('regress-fence', 5000);
 INSERT INTO tokens (token) SELECT redlock_fencing_token('regress-fence');
 SELECT token >= floor(extract(epoch FROM clock_timestamp()) - 60)::bigint * 1000000 AS above_floor

@@ -10,9 +10,11 @@
  * token is taken in two rounds, each on a quorum of the masters, and each only where
  * the lock's key still holds our token:
  *
- *	1. read: every master replies its counter (0 when it has none) if our key is
- *	   there, else -1.  Once a quorum replied counters, T = max(their largest + 1,
- *	   floor), floor being the caller's wall clock in whole seconds times 10^6.
+ *	1. read: every master where our key is replies the larger of its counter and its
+ *	   floor - 1, its floor being its own wall clock (TIME) in whole seconds times
+ *	   10^6; else -1.  Once a quorum replied, T = their largest + 1.  The caller's
+ *	   clock plays no part: the PostgreSQL servers taking tokens may disagree on the
+ *	   time by any amount.
  *	2. write: every master where our key is still there sets its counter to T if the
  *	   counter is smaller (and replies 1), or replies minus the counter when it is
  *	   not (a conflict: see below).  T is ours once a quorum set it within the
@@ -40,22 +42,28 @@
  * with the acquire's SET NX, or reading without writing back) has no such guard, and
  * counters on different masters drift apart: test/model checks both.
  *
- * Preconditions, as for the lock itself (§8): a master keeps its counters across a
- * restart (appendfsync always), or stays down longer than the longest TTL and at least
- * a second.  A master restarted empty lowers nothing on the others, but even one such
- * master can be the one that the last write quorum and the next read quorum share
- * (test/model finds it): the next token may then repeat one already given within the
- * same second.  The floor keeps tokens taken in later seconds above it, which is why
- * the restart must be delayed by a second at least.
+ * Preconditions, as for the lock itself (§8), and exactly what test/model checks: a
+ * master keeps its counters across a restart (appendfsync always), or stays down
+ * longer than the longest TTL and longer than one second plus S, where S bounds how far
+ * one master's wall clock may be behind another's (a clock stepped back across the
+ * restart counts its step).  A master restarted empty lowers nothing on the others, but
+ * even one such master can be the one that the last write quorum and the next read
+ * quorum share (test/model finds it): without a floor the next token could repeat or
+ * fall below one already given.  The floor keeps it above: every token is below the
+ * second after the largest master clock that had a part in it (fewer than 10^6 tokens
+ * a second), and the restarted master, in the next read quorum, reads its own clock,
+ * later by more than that second.  Callers' clocks are no part of it (1.4 took the floor
+ * from the caller's clock: a PostgreSQL server whose clock was behind another's by more
+ * than the restart delay less a second could get a smaller token; issue 21).
  *
  * Lifetime.  A counter lives REDLOCK_FENCE_COUNTER_TTL_MS (30 days) after the last
  * token taken from it, so that resources named once (a job id) do not leave keys
- * behind for ever.  A counter that expired restarts from the floor: the wall clock in
- * seconds times 10^6 exceeds every token taken more than 30 days earlier unless the
- * clocks of the PostgreSQL servers taking them differ by more than that, since a
- * counter cannot outrun the floor by more than the tokens taken within one second
- * (each costs two round trips: far fewer than 10^6).  Tokens stay below 2^53 (Lua
- * numbers are doubles) until the year 2255.
+ * behind for ever.  A counter that expired restarts from the floor: a master's wall
+ * clock in seconds times 10^6 exceeds every token taken more than 30 days earlier
+ * unless the masters' clocks differ by more than that, since a counter cannot outrun
+ * the floor by more than the tokens taken within one second (each costs two round
+ * trips: far fewer than 10^6).  Tokens stay below 2^53 (Lua numbers are doubles)
+ * until the year 2255.
  *
  * A conflict in the write round means a master already holds T or more: a token
  * taken by a write round that failed elsewhere, or by an overlapping holder.  The
@@ -73,13 +81,20 @@
 /* Write rounds one token may take (conflicts resolved by writing a larger T). */
 #define FENCE_WRITE_ROUNDS 3
 
-/* Round 1: the counter where our key holds our token (0 without one), else -1. */
+/*
+ * Round 1: where our key holds our token, the larger of the counter and the master's
+ * floor minus one (the floor: the master's own clock, TIME, in whole seconds times
+ * 10^6); else -1.  The script only reads, so TIME is allowed in it on every Redis
+ * version (no write follows a non-deterministic command).
+ */
 static RedlockScript fence_read_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) ~= ARGV[1] then return -1 end "
+	"local f = tonumber(redis.call(\"time\")[1]) * 1000000 - 1 "
 	"local c = redis.call(\"get\", KEYS[2]) "
-	"if not c then return 0 end "
+	"if not c then return f end "
 	"local n = tonumber(c) "
 	"if not n then return redis.error_reply(\"fencing counter is not a number\") end "
+	"if n < f then return f end "
 	"return n",
 	.nkeys = 2
 };
@@ -185,8 +200,10 @@ round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
  *		Takes a fencing token for a held lock: the two rounds above (§9).
  *
  * set: the masters the lock was taken on.  key, token: the lock's key and token.
- * floor: the least token to hand out (the caller's wall clock, whole seconds since
- *		the Unix epoch times 10^6).
+ * caller_floor: ignored.  It was the least token to hand out, from the caller's wall
+ *		clock; a caller's clock must not order tokens (callers' clocks differ), so the
+ *		floor is now each master's own (round 1).  Kept until its caller in
+ *		locktable.c stops passing it.
  * valid_until_ms: the lock's validity end (a redlock_clock_ms() time): the write
  *		round must be decided before it.
  * fence: set to the token when the result is REDLOCK_OK.
@@ -200,8 +217,9 @@ round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
  * statement_timeout); a token left half-written then only raises some counters.
  */
 void
-redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token, int64 floor,
-					 double valid_until_ms, int64 *fence, RedlockResult *result)
+redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
+					 int64 caller_floor pg_attribute_unused(), double valid_until_ms,
+					 int64 *fence, RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
 	RedlockCommand command;
@@ -234,7 +252,6 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token, in
 	for (int i = 0; i < result->node_count; i++)
 		if (accept_counter(&outcomes[i]))
 			next = Max(next, outcomes[i].integer + 1);
-	next = Max(next, floor);
 
 	/* Round 2: write it back where our key still is; a conflict raises it. */
 	for (int round = 0; round < FENCE_WRITE_ROUNDS; round++)

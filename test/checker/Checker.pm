@@ -358,6 +358,29 @@ my %SCENARIOS = (
 		fence => 'fenced',
 		faults => sub { _majority_restart(@_) },
 	},
+	# Callers' clocks skewed (issue 21, item 5): the token's order must not depend on
+	# them.  Every master restarted empty at once after README's delay; the backends of
+	# the node with an odd process id run 3 s behind (test/checker/skewclock.c).
+	'fence-skew-restart-delayed' => {
+		desc => 'backends with an odd pid 3 s behind the others (wall clock); every master'
+		  . ' killed at once and restarted empty after 1.2 x TTL + 0.3 s (at least 1.2 s),'
+		  . ' every 3 s or so; fenced writes',
+		masters => 'plain',
+		fence => 'fenced',
+		skew_callers_ms => -3000,
+		faults => sub { _all_restart_delayed($_[0]) },
+	},
+	'unsafe-fence-skew-masters-back' => {
+		desc => 'NEGATIVE CONTROL of the masters\' clocks: fence-skew-restart-delayed with'
+		  . ' every restart setting every master\'s wall clock 3 s further back (README\'s'
+		  . ' precondition on the masters\' clocks broken)',
+		masters => 'plain',
+		fence => 'fenced',
+		skew_callers_ms => -3000,
+		expect_inversions => 1,
+		restart_masters_after => 1,
+		faults => sub { _all_restart_delayed($_[0], master_step_ms => -3000) },
+	},
 	'unsafe-fence-restart-empty' => {
 		desc => 'NEGATIVE CONTROL: kill -9 of 3 of 5 masters restarted at once without'
 		  . ' persistence while locks are held; fenced writes',
@@ -776,6 +799,61 @@ sub _majority_restart
 	return;
 }
 
+# Every master killed at once (first at 3 s, once holders have taken tokens) and started
+# again, empty, after 1.2 x TTL + 0.3 s and at least 1.2 s (README's delayed restart:
+# longer than the TTL and than 1 s), then up for 2 s from when the last one answers,
+# and again.  With master_step_ms, each restart sets every master's wall clock
+# that much further off (skewclock.c in LD_PRELOAD): a clock stepped back.
+sub _all_restart_delayed
+{
+	my ($f, %o) = @_;
+	my $out = _delayed_out($f);
+	$out = 1.2 if $out < 1.2;
+	my @all = 0 .. $f->{redis}->count - 1;
+	my ($t, $k) = (3.0, 0);
+	while ($t + $out + 0.5 < $f->{seconds})
+	{
+		$f->at($t);
+		$f->kill(@all);
+		$f->at($t + $out);
+		$k++;
+		my %env = $o{master_step_ms}
+		  ? (LD_PRELOAD => skew_shim(), RL_SKEW_MS => $k * $o{master_step_ms}, RL_SKEW_PIDS => '')
+		  : ();
+		local @ENV{ keys %env } = values %env;
+		$f->start_at_once(@all);
+		$f->_mark("masters' clocks now $env{RL_SKEW_MS} ms off") if %env;
+		$t = $f->now + 2.0;
+	}
+	return;
+}
+
+# The LD_PRELOAD shim that sets a process's wall clock off (skewclock.c), built once.
+my $SKEW_SHIM;
+
+sub skew_shim
+{
+	return $SKEW_SHIM if $SKEW_SHIM;
+	my $dir = PostgreSQL::Test::Utils::tempdir('skewclock');
+	system('cc', '-shared', '-fPIC', '-O2', '-o', "$dir/skewclock.so", "$DIR/skewclock.c",
+		'-ldl') == 0
+	  or die "could not build $DIR/skewclock.c";
+	return $SKEW_SHIM = "$dir/skewclock.so";
+}
+
+# Restarts NODE with the backends of an odd process id SKEW_MS off (wall clock), or, with
+# SKEW_MS 0, as it was.
+sub skew_callers
+{
+	my ($node, $skew_ms) = @_;
+	my %env = $skew_ms
+	  ? (LD_PRELOAD => skew_shim(), RL_SKEW_MS => $skew_ms, RL_SKEW_PIDS => 'odd')
+	  : ();
+	local @ENV{ keys %env } = values %env;
+	$node->restart;
+	return;
+}
+
 # The run() options of scenario NAME.
 sub scenario
 {
@@ -810,6 +888,8 @@ sub run_scenario
 		$guc = servers_of($redis, @$set);
 	}
 	set_servers($node, $guc) if $node->safe_psql('postgres', 'SHOW redlock.servers') ne $guc;
+	my $restore = delete $s{restart_masters_after};
+	skew_callers($node, $s{skew_callers_ms}) if $s{skew_callers_ms};
 
 	# Redis settings for this run only (CONFIG SET on every master, again after each
 	# restart), put back afterwards.
@@ -825,6 +905,8 @@ sub run_scenario
 	my $r = eval { run(node => $node, redis => $redis, %s, %overrides, proxies => \@proxies) };
 	my $error = $@;
 	stop_proxy($_) for @proxies;
+	skew_callers($node, 0) if $s{skew_callers_ms};
+	$redis->restart($_) for $restore ? 0 .. $redis->count - 1 : ();
 	$redis->redis_all('CONFIG', 'SET', $_, $saved{$_} // '') for sort keys %saved;
 	die $error unless $r;
 	return $r;
@@ -1070,6 +1152,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		expect_min_nodes => $o{expect_min_nodes},
 		fence => $fence,
 		expect_inversions => $o{expect_inversions} // 0,
+		skew_callers_ms => $o{skew_callers_ms} // 0,
 		expect_stale_landed => $o{expect_stale_landed} // 0,
 		expect_stale_refused => $o{expect_stale_refused} // 0,
 		seconds => $seconds,
@@ -1224,9 +1307,13 @@ WHERE token_sqlstate IS NOT NULL GROUP BY 1})
 	};
 	# One sweep over the token calls' starts and ends in time order (a start before an end
 	# at the same time: "before" is strict), keeping per resource the largest token
-	# granted so far; each start compares its token with that.
+	# granted so far; each start compares its token with that.  Times read by backends
+	# whose clock was set off (skew_callers_ms: those of an odd pid) are put back first.
+	my $back = -($r->{skew_callers_ms} // 0) / 1000;
 	my @holds = _rows($node, qq{
-SELECT resource, pid, token, extract(epoch FROM token_t0) - $t0, extract(epoch FROM token_t1) - $t0
+SELECT resource, pid, token,
+	extract(epoch FROM token_t0) - $t0 + CASE WHEN pid % 2 = 1 THEN $back ELSE 0 END,
+	extract(epoch FROM token_t1) - $t0 + CASE WHEN pid % 2 = 1 THEN $back ELSE 0 END
 FROM checker_attempts WHERE token IS NOT NULL});
 	my %largest;
 	my @inversions;
@@ -1246,6 +1333,16 @@ FROM checker_attempts WHERE token IS NOT NULL});
 	}
 	$r->{inversion_rows} = \@inversions;
 	$r->{inversions} = @inversions;
+
+	# Around the first restart of every master (a run with skew_callers_ms): tokens
+	# granted before the kill, and asked for after the masters were up again.
+	my ($kill) = map { $_->[0] } grep { $_->[1] =~ /^kill -9 master/ } @{ $r->{events} // [] };
+	my ($up) = map { $_->[0] } grep { $_->[1] =~ / up again$/ } @{ $r->{events} // [] };
+	if (defined $kill && defined $up)
+	{
+		$r->{tokens_before_restart} = grep { $_->[4] < $kill } @holds;
+		$r->{tokens_after_restart} = grep { $_->[3] > $up } @holds;
+	}
 	my @dups = _rows($node, q{
 SELECT resource, token FROM checker_attempts WHERE token IS NOT NULL
 GROUP BY 1, 2 HAVING count(*) > 1});
@@ -1661,6 +1758,9 @@ sub _describe_fence
 		: '',
 		$r->{writes}, $r->{stale_refused}, $r->{stale_landed}, $r->{late_writes},
 		$r->{late_refused});
+	$s .= sprintf("   tokens granted before the first restart of the masters %d, asked for after"
+		  . " it %d\n", $r->{tokens_before_restart}, $r->{tokens_after_restart})
+	  if defined $r->{tokens_before_restart};
 	$s .= sprintf("   TOKEN INVERSIONS: %d, equal tokens: %d%s\n",
 		$r->{inversions}, $r->{token_dups},
 		$r->{expect_inversions} ? ' (negative control: expected > 0)' : '');
@@ -1730,6 +1830,13 @@ sub check_fence
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	my $name = $r->{name};
 	Test::More::cmp_ok($r->{tokens}, '>', 0, "$name: fencing tokens were taken");
+	if ($r->{skew_callers_ms})
+	{
+		Test::More::cmp_ok($r->{tokens_before_restart} // 0, '>', 0,
+			"$name: tokens were granted before the masters were restarted");
+		Test::More::cmp_ok($r->{tokens_after_restart} // 0, '>', 0,
+			"$name: tokens were asked for after the masters were up again");
+	}
 	if ($r->{expect_inversions})
 	{
 		Test::More::cmp_ok($r->{inversions} + $r->{token_dups}, '>', 0,
@@ -1962,6 +2069,37 @@ sub start
 	{
 		my $conf = $self->{redis_config} // {};
 		$self->{redis}->redis_cli($i, 'CONFIG', 'SET', $_, $conf->{$_}) for sort keys %$conf;
+	}
+	delete $self->{down}{$_} for @i;
+	$self->_mark('master ' . _list(@i) . ' up again');
+	return;
+}
+
+# Starts masters I... again at the same moment, a child process each (start does them one
+# after another, which a loaded machine stretches to seconds); logged once all answer.
+sub start_at_once
+{
+	my ($self, @i) = @_;
+	my $redis = $self->{redis};
+	require POSIX;
+	my %kids;
+	for my $i (@i)
+	{
+		my $pid = fork() // die "fork: $!";
+		if ($pid == 0)
+		{
+			# _exit: no END block or destructor of the parent's objects in the child.
+			my $ok = eval { $redis->_start($i); 1 };
+			POSIX::_exit($ok ? 0 : 1);
+		}
+		$kids{$pid} = $i;
+	}
+	for my $pid (keys %kids)
+	{
+		waitpid($pid, 0);
+		die "master $kids{$pid} did not start again" if $?;
+		$redis->{pids}[ $kids{$pid} ] =
+		  RedisMasters::_read_pid("$redis->{dir}/redis$kids{$pid}/redis.pid");
 	}
 	delete $self->{down}{$_} for @i;
 	$self->_mark('master ' . _list(@i) . ' up again');

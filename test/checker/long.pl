@@ -38,7 +38,7 @@ my @names = @ARGV
   servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew
   discard-release unsafe-discard-early fence-baseline fence-pause unsafe-fence-pause-unfenced
   fast-clock-1 fast-clock-2 fast-clock-1-q4 fence-kill-majority-aof unsafe-fence-restart-empty
-  long-job unsafe-long-job-no-cancel);
+  fence-skew-restart-delayed unsafe-fence-skew-masters-back long-job unsafe-long-job-no-cancel);
 
 my %masters = (
 	plain => RedisMasters->new(5),

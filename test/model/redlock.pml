@@ -24,7 +24,17 @@
  *                          always); without it a master restarts empty
  *   RDELAY                 ticks a crashed master stays down (default 0; TTL is §8's
  *                          delayed restart)
- *   FLOOR                  the wall-clock floor, abstractly (see fl below)
+ *   FLOOR                  the caller's wall-clock floor (1.4), abstractly (see flh below):
+ *                          the client raises T to its own clock's floor
+ *   MFLOOR                 the master's floor (1.5): the fence read script replies the
+ *                          larger of the counter and its own clock's floor - 1
+ *   CLAG                   ticks client 1's clock is behind client 0's (default 0)
+ *   MLAG                   ticks the clocks of masters 0 .. Q-1 (a quorum) are behind the
+ *                          others' (default 0)
+ *   ALLDOWN                a crash may take every master down at once (each restarts
+ *                          after RDELAY, empty without PERSIST); one crash in all
+ *   YOUNG                  a master up fewer than YOUNG ticks since its restart does not
+ *                          count toward the fence read quorum (the uptime rule)
  *   ONE_ROUND              negative control: no fencing rounds; the acquire's SET NX
  *                          increments a counter beside the key and the token is the
  *                          largest counter of its quorum (a counter beside the lock)
@@ -55,6 +65,17 @@
 #ifndef WROUNDS
 #define WROUNDS 2
 #endif
+#ifndef CLAG
+#define CLAG 0
+#endif
+#ifndef MLAG
+#define MLAG 0
+#endif
+#if CLAG > MLAG
+#define HLAG CLAG
+#else
+#define HLAG MLAG
+#endif
 #define NS (C * N)		/* request slots: one per client and master */
 #define NH (C * ATT)	/* holds (lock attempts); a hold's id is its token on the masters */
 
@@ -78,6 +99,9 @@ byte ctr[N];			/* the fencing counter */
 bool up[N];
 byte dt[N];				/* ticks down, up to RDELAY */
 byte crashes;
+#ifdef YOUNG
+byte ut[N];				/* ticks up since a restart, up to YOUNG; YOUNG if never down */
+#endif
 
 /* Connections */
 byte op[NS];
@@ -94,13 +118,18 @@ byte before[C];			/* gmask when the client's current hold began its read */
 byte res;				/* the guarded resource: the last token it accepted */
 byte resmask;			/* holds granted before some accepted writer began its read */
 
-#ifdef FLOOR
+#if defined(FLOOR) || defined(MFLOOR)
 /*
- * The wall-clock floor, abstractly: a token is at least fl, and each tick raises fl
- * above every token chosen so far (the real floor, whole seconds x 10^6, rises by more
- * than the tokens one second can take, and a tick is at least a second: TTL >= 1 s).
+ * The wall-clock floor, abstractly: flh[0] is the floor of the fastest clock, and each
+ * tick raises it above every token chosen so far (the real floor, whole seconds x 10^6,
+ * rises by more than the tokens one second can take, a tick is at least a second: TTL
+ * >= 1 s, and every token comes from counters and floors of clocks no faster than that
+ * one).  flh[k] is what it was k ticks ago: the floor of a clock k ticks behind.  With
+ * FLOOR a token is at least its client's floor (client 1's clock is CLAG ticks behind);
+ * with MFLOOR at least the floor of a master of its read quorum (the clocks of masters
+ * 0 .. Q-1 are MLAG ticks behind).
  */
-byte fl = 1;
+byte flh[HLAG + 1];
 byte hiT;				/* the largest token chosen so far, granted or not */
 
 inline raise_hiT()
@@ -164,8 +193,21 @@ inline apply(s)
 		fi
 	:: op[s] == FREAD ->
 		if
-		:: key[m] == rid[s] -> rep[s] = 2 + ctr[m];
-			printf("master %d: hold %d reads counter %d\n", m, rid[s], ctr[m])
+#ifdef YOUNG
+		:: ut[m] < YOUNG -> rep[s] = 1	/* too young to count */
+		:: ut[m] >= YOUNG && key[m] == rid[s] ->
+#else
+		:: key[m] == rid[s] ->
+#endif
+			rep[s] = 2 + ctr[m];
+#ifdef MFLOOR
+			if
+			:: m < Q && ctr[m] + 1 < flh[MLAG] -> rep[s] = 2 + flh[MLAG] - 1
+			:: m >= Q && ctr[m] + 1 < flh[0] -> rep[s] = 2 + flh[0] - 1
+			:: else -> skip
+			fi;
+#endif
+			printf("master %d: hold %d reads counter %d (reply %d)\n", m, rid[s], ctr[m], rep[s] - 2)
 		:: else -> rep[s] = 1
 		fi
 	:: op[s] == FWRITE ->
@@ -338,9 +380,12 @@ acquire:
 			T = mx - 2 + 1;
 #ifdef FLOOR
 			if
-			:: T < fl -> T = fl
+			:: c == 1 && T < flh[CLAG] -> T = flh[CLAG]
+			:: c != 1 && T < flh[0] -> T = flh[0]
 			:: else -> skip
 			fi;
+#endif
+#if defined(FLOOR) || defined(MFLOOR)
 			raise_hiT();
 #endif
 			cnt = 0; mx = 0; rb[c] = 0; forget()
@@ -364,7 +409,7 @@ write:
 			if
 			:: cnt > 0 && w < WROUNDS && vl[c] > 0 ->
 				T = mx - 3 + 1;
-#ifdef FLOOR
+#if defined(FLOOR) || defined(MFLOOR)
 				raise_hiT();
 #endif
 				w++;
@@ -437,7 +482,11 @@ end:
 		key[m0] = 0; kl[m0] = 0; ctr[m0] = 0
 #endif
 	}
-	:: atomic { !up[m0] && dt[m0] >= RDELAY -> up[m0] = 1; dt[m0] = 0; printf("master %d: restarts\n", m0) }
+	:: atomic { !up[m0] && dt[m0] >= RDELAY -> up[m0] = 1; dt[m0] = 0;
+#ifdef YOUNG
+		ut[m0] = 0;
+#endif
+		printf("master %d: restarts\n", m0) }
 	:: atomic { pending(0 * N + m0) -> s = 0 * N + m0; apply(s); m = 0; s = 0 }
 #if C > 1
 	:: atomic { pending(1 * N + m0) -> s = 1 * N + m0; apply(s); m = 0; s = 0 }
@@ -447,6 +496,40 @@ end:
 #endif
 	od
 }
+
+#ifdef ALLDOWN
+/*
+ * Every master crashes at once (a power cut, a deploy): each drops its requests in
+ * flight and comes back after RDELAY ticks through its own process, empty without
+ * PERSIST.  Uses up the run's crash.
+ */
+proctype outage()
+{
+	byte i, s;
+
+	atomic {
+		crashes < CRASHES ->
+		crashes++;
+		printf("every master crashes\n");
+		i = 0;
+		do
+		:: i < N ->
+			up[i] = 0;
+			s = 0;
+			do
+			:: s < C -> op[s * N + i] = 0; rep[s * N + i] = 0; s++
+			:: else -> break
+			od;
+#ifndef PERSIST
+			key[i] = 0; kl[i] = 0; ctr[i] = 0;
+#endif
+			i++
+		:: else -> break
+		od;
+		i = 0; s = 0
+	}
+}
+#endif
 
 /*
  * The clock: a tick takes one from every time left (keys go when theirs reaches 0);
@@ -471,6 +554,12 @@ end:
 			:: !up[i] && dt[i] < RDELAY -> dt[i]++
 			:: else -> skip
 			fi;
+#ifdef YOUNG
+			if
+			:: up[i] && ut[i] < YOUNG -> ut[i]++
+			:: else -> skip
+			fi;
+#endif
 			i++
 		:: else -> break
 		od;
@@ -482,8 +571,13 @@ end:
 			i++
 		:: else -> break
 		od;
-#ifdef FLOOR
-		fl = hiT + 1;
+#if defined(FLOOR) || defined(MFLOOR)
+		i = HLAG;
+		do
+		:: i > 0 -> flh[i] = flh[i - 1]; i--
+		:: else -> break
+		od;
+		flh[0] = hiT + 1;
 #endif
 		i = 0
 	}
@@ -497,9 +591,23 @@ init
 	atomic {
 		i = 0;
 		do
-		:: i < N -> up[i] = 1; run master(i); i++
+		:: i < N -> up[i] = 1;
+#ifdef YOUNG
+			ut[i] = YOUNG;
+#endif
+			run master(i); i++
 		:: else -> break
 		od;
+#if defined(FLOOR) || defined(MFLOOR)
+		i = 0;
+		do
+		:: i <= HLAG -> flh[i] = 1; i++
+		:: else -> break
+		od;
+#endif
+#ifdef ALLDOWN
+		run outage();
+#endif
 		i = 0;
 		do
 		:: i < C -> run client(i); i++

@@ -3,7 +3,9 @@
 # under their own keys; a lost lock (token gone, validity run out) gets no token; fewer
 # than a quorum answering is 08006; and the guarded write of README's pattern refuses a
 # holder paused past its validity (SIGSTOP of its backend), on a table of another
-# cluster reached through postgres_fdw.  A quorum of 4 of 5 is needed where set.
+# cluster reached through postgres_fdw.  A later holder on a cluster whose clock is 5 s
+# behind gets a larger token after every master was restarted empty with README's delay
+# (issue 21, item 5).  A quorum of 4 of 5 is needed where set.
 
 use strict;
 use warnings;
@@ -11,6 +13,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use Time::HiRes qw(time usleep);
 
 use RedisMasters;
 
@@ -148,6 +152,50 @@ like($err, qr/55P03.*was lost.*validity time ran out/s,
 is($out, '1', 'control: without the fence condition the stale write lands');
 sql($s1, "SELECT redlock_release('billing')");
 sql($s2, "SELECT redlock_release('billing')");
+
+# --- callers' clocks skewed, masters restarted empty: the order is the masters' ---
+
+# A second cluster whose wall clock runs $SKEW_MS behind (an LD_PRELOAD shim on
+# gettimeofday and clock_gettime(CLOCK_REALTIME), test/checker/skewclock.c).  A holder on
+# the first cluster takes a token and releases; every master is killed and restarted
+# empty (no persistence) after README's delay (longer than the TTL of 1 s and at least
+# 1 s: 2.2 s); a later holder on the slow cluster must get a larger token.  With the
+# floor taken from the caller's clock (1.4) it got a smaller or equal one.
+my $SKEW_MS = -5000;
+my $shim_dir = PostgreSQL::Test::Utils::tempdir('skewclock');
+my $shim = "$shim_dir/skewclock.so";
+system('cc', '-shared', '-fPIC', '-O2', '-o', $shim, "$FindBin::RealBin/../checker/skewclock.c",
+	'-ldl') == 0
+  or BAIL_OUT('could not build test/checker/skewclock.c');
+my $slow;
+{
+	local $ENV{LD_PRELOAD} = $shim;
+	local $ENV{RL_SKEW_MS} = $SKEW_MS;
+	$slow = RedisMasters::redlock_node('slowclock', $redis, "redlock.timeout = 200ms\n");
+}
+($out) = $slow->safe_psql('postgres', 'SELECT extract(epoch FROM clock_timestamp())');
+cmp_ok($out, '<', time() + $SKEW_MS / 1000 + 1,
+	"the slow cluster's wall clock is behind (by about " . (-$SKEW_MS) . ' ms)');
+my $s_slow = session($slow);
+for my $run (1 .. 3)
+{
+	my $res = "fence-skew-$run";
+	($out) = sql($s2, "SELECT redlock_acquire('$res', 1000)");
+	my ($ta) = sql($s2, "SELECT redlock_fencing_token('$res')");
+	sql($s2, "SELECT redlock_release('$res')");
+	$redis->kill9($_) for 0 .. 4;
+	usleep(2_200_000);
+	$redis->restart($_) for 0 .. 4;
+	($out) = sql($s_slow, "SELECT redlock_acquire('$res', 1000)");
+	is($out, 't', "run $run: the slow cluster acquires after the masters restarted empty");
+	my ($tb) = sql($s_slow, "SELECT redlock_fencing_token('$res')");
+	cmp_ok($tb, '>', $ta,
+		"run $run: the later holder on the slow cluster gets a larger token ($tb > $ta)");
+	sql($s_slow, "SELECT redlock_release('$res')");
+}
+$s_slow->quit;
+RedisMasters::no_crash($slow);
+$slow->stop;
 
 # --- redlock.quorum = 4 of 5 ---
 
