@@ -200,10 +200,6 @@ round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
  *		Takes a fencing token for a held lock: the two rounds above (§9).
  *
  * set: the masters the lock was taken on.  key, token: the lock's key and token.
- * caller_floor: ignored.  It was the least token to hand out, from the caller's wall
- *		clock; a caller's clock must not order tokens (callers' clocks differ), so the
- *		floor is now each master's own (round 1).  Kept until its caller in
- *		locktable.c stops passing it.
  * valid_until_ms: the lock's validity end (a redlock_clock_ms() time): the write
  *		round must be decided before it.
  * fence: set to the token when the result is REDLOCK_OK.
@@ -218,8 +214,7 @@ round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
  */
 void
 redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
-					 int64 caller_floor pg_attribute_unused(), double valid_until_ms,
-					 int64 *fence, RedlockResult *result)
+					 double valid_until_ms, int64 *fence, RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
 	RedlockCommand command;

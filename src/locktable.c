@@ -725,8 +725,6 @@ redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause 
 						   RedlockResult *result)
 {
 	HeldLock   *lock = lock_find(resource);
-	TimestampTz now = GetCurrentTimestamp();
-	int64		floor;
 
 	memset(result, 0, sizeof(*result));
 	*cause = REDLOCK_LOSS_NONE;
@@ -750,10 +748,7 @@ redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause 
 		return REDLOCK_HELD;
 	}
 
-	/* The floor: whole seconds since the Unix epoch, times 10^6. */
-	floor = (now / USECS_PER_SEC +
-			 (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY) * USECS_PER_SEC;
-	redlock_quorum_fence(lock->set, lock->key, lock->token, floor,
+	redlock_quorum_fence(lock->set, lock->key, lock->token,
 						 redlock_clock_ms() + lock_validity_left(lock), fence, result);
 	if (result->status == REDLOCK_OK)
 	{

@@ -351,8 +351,7 @@ extern void redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToke
 #define REDLOCK_FENCE_COUNTER_TTL_MS	INT64CONST(2592000000)
 
 extern void redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
-								 int64 caller_floor, double valid_until_ms, int64 *fence,
-								 RedlockResult *result);
+								 double valid_until_ms, int64 *fence, RedlockResult *result);
 
 /* ---- shared registry of auto-extended locks: registry.c ---- */
 
