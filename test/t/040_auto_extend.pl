@@ -106,17 +106,23 @@ sql($job, "SELECT redlock_release('ext')");
 ($out) = sql($job, "SELECT redlock_acquire('brief-freeze', 3000)");
 is($out, 't', 'a job acquires with a 3 s TTL and auto_extend on');
 my ($failed_before) = $node->safe_psql('postgres', 'SELECT renewals_failed FROM redlock_stats()');
-$job->start('SELECT pg_sleep(5)');
+$job->start('SELECT pg_sleep(7.5)');
 my @children;
+# Each freeze is timed from a renewal just seen (the cluster's renewal counter moved):
+# frozen from 0.6 s to 1.3 s after it, it covers the next renewal (due ~0.97 s after),
+# whose retries succeed once the majority is back, well before TTL/3 of validity is left.
 for my $round (1 .. 3)
 {
-	usleep(1_000_000);
+	my $seen = $node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()');
+	RedisMasters::wait_until(3,
+		sub { $node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()') > $seen });
+	usleep(600_000);
 	push @children, map { $redis->freeze_for($_, 700) } 0 .. 2;
 	waitpid($_, 0) for @children;
 	@children = ();
 }
 ($out, $err) = $job->finish;
-is($err, '', 'a majority frozen 0.7 s three times during a 5 s job: the job is not cancelled');
+is($err, '', 'a majority frozen 0.7 s three times during a 7.5 s job: the job is not cancelled');
 ($out) = sql($job, "SELECT lost, validity_ms > 0 FROM redlock_locks() WHERE resource = 'brief-freeze'");
 is($out, 'f|t', '... the lock is neither lost nor run out');
 cmp_ok($node->safe_psql('postgres', 'SELECT renewals_failed FROM redlock_stats()'), '>', $failed_before,
