@@ -961,7 +961,9 @@ my %LEASE_SCENARIOS = (
 for my $name (sort keys %LEASE_SCENARIOS)
 {
 	my $s = $LEASE_SCENARIOS{$name};
-	my %common = (masters => 'plain', preload => 1, wait_ms => 200);
+	# 8 clients on 4 resources: every lock contended, without 16 connections to open
+	# and busy-loop on a small machine.
+	my %common = (masters => 'plain', preload => 1, wait_ms => 200, clients => 8);
 	$SCENARIOS{$name} = { %common, pgoptions => ['redlock.auto_extend=on'], %$s };
 	# The negative control: the same without redlock.cancel_on_loss, so that neither the
 	# watchdog, nor the cancel, nor the commit check stops a job whose lock was lost.
@@ -1082,7 +1084,6 @@ sub _lease_prefix_faults
 sub _lease_job_block
 {
 	my ($prefix, $resources, $ttl, $wait, $job, $swallow, $deadline, $client) = @_;
-	$deadline //= 'DEADLINE';
 	my @roles = @{ $job->{roles} };
 	my $role = $roles[ (($client // 1) - 1) % @roles ];
 	my $step_s = $job->{step_ms} / 1000;
@@ -1090,7 +1091,7 @@ sub _lease_job_block
 	my $cmd = sub { return "\\if :{?E}\n\\else\n$_[0]\n$capture\\endif\n"; };
 	my $idle = sub { return "\\if :{?E}\n\\else\n\\! sleep $_[0]\n\\endif\n"; };
 	my $s = "\\unset E\n\\unset M\n\\unset go\n\\unset held\n"
-	  . "SELECT clock_timestamp() < '$deadline'::timestamptz AS go,"
+	  . "SELECT clock_timestamp() < :'deadline'::timestamptz AS go,"
 	  . " 1 + floor(random() * $resources)::int AS r \\gset\n"
 	  . "\\if :go\n"
 	  . "CALL checker_lease_take('$prefix' || :r, $ttl, $wait);\n"
@@ -1121,6 +1122,56 @@ sub _lease_job_block
 	  . "\\else\n\\q\n\\endif\n";
 	$s = "-- $role\n$s" unless defined $client;
 	return $s;
+}
+
+# Starts CLIENTS psql processes on NODE for jobs across commands, each running a script of
+# BLOCK (a sub of swallow, deadline, client number), and opens them all at once: each
+# script first waits (a shell loop) for the file "go" in DIR, which is written only once
+# every client is connected, and reads the run's end (a timestamptz, SECONDS after the
+# gate opened) from it into the psql variable deadline.  So the run's time counts from the
+# moment every client can take a lock, however long 16 connections took to open on a
+# loaded machine (they took up to 13 s at load 15 on 2 CPUs), and the fault schedules,
+# counted from the first hold, land while jobs hold locks.  Returns the time the gate
+# opened and the IPC::Run handles.
+sub _start_lease_clients
+{
+	my ($node, $dir, $clients, $seconds, $block) = @_;
+	# A hold takes at least wait_ms (busy) or a job's steps; blocks enough for 8 a second,
+	# a script that runs out says so on its output.
+	my $n = int($seconds * 8) + 20;
+	my $start = time;
+	my $gate = "\\! while [ ! -e '$dir/go' ]; do sleep 0.05; done\n"
+	  . "\\set deadline `cat '$dir/go'`\n";
+	my @h;
+	for my $c (1 .. $clients)
+	{
+		my $file = "$dir/client$c.sql";
+		my $b = $block->($c % 2 ? 'true' : 'false', undef, $c);
+		_write_file($file, $gate . ($b x $n) . "\\echo checker-client: ran out of script\n");
+		push @h, IPC::Run::start(
+			[
+				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=0', '-h', $node->host,
+				'-p', $node->port, '-d', 'postgres', '-f', $file
+			],
+			'<', \undef, '>', "$dir/client$c.out", '2>', "$dir/client$c.err",
+			IPC::Run::timeout($seconds + 180));
+	}
+	my $s = do { local $ENV{PGAPPNAME} = 'checker-gate'; RedisMasters::session($node) };
+	my $all = RedisMasters::wait_until(120, sub {
+		($s->query("SELECT count(*) = $clients FROM pg_stat_activity"
+			  . " WHERE application_name = 'checker'"))[0] eq 't' });
+	if (!$all)
+	{
+		$_->kill_kill for @h;
+		die "checker: the $clients psql clients did not all connect within 120 s";
+	}
+	Test::More::note(sprintf('checker: the %d psql clients connected in %.1f s', $clients,
+		time - $start));
+	my ($deadline) = $s->query("SELECT clock_timestamp() + interval '$seconds s'");
+	my $t0 = time;
+	$s->quit;
+	_write_file("$dir/go", $deadline);
+	return ($t0, @h);
 }
 
 # The figures of a run of jobs across commands, into R: from the LOG lines of
@@ -1263,7 +1314,12 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		local $ENV{PGOPTIONS} = '-c client_min_messages=error'
 		  . join('', map { " -c $_" } @{ $o{pgoptions} // [] });
 		local $ENV{PGAPPNAME} = 'checker';
-		if ($job)
+		if ($job && $job->{roles})
+		{
+			($t0, @h) = _start_lease_clients($node, $dir, $clients, $seconds,
+				sub { _job_block($prefix, $resources, $ttl, $wait, $job, @_) });
+		}
+		elsif ($job)
 		{
 			($t0, @h) = _start_job_clients($node, $dir, $clients, $seconds, $work,
 				sub { _job_block($prefix, $resources, $ttl, $wait, $job, @_) });
