@@ -956,6 +956,11 @@ my %LEASE_SCENARIOS = (
 		ttl_ms => 3000,
 		job => { roles => [ 'idle-xact', 'running' ], xacts => 3, steps => 4, step_ms => 300 },
 		faults => sub { _lease_prefix_faults(@_) },
+		# README: change redlock.key_prefix only while no cluster holds locks.  A reload
+		# reaches the backends one at a time, so one may acquire under the new prefix while
+		# another still holds under the old one: figures only.
+		violations_by_design => 'key_prefix changed under held locks, which README rules out'
+		  . ' (measured, not judged)',
 	},
 );
 for my $name (sort keys %LEASE_SCENARIOS)
@@ -971,7 +976,7 @@ for my $name (sort keys %LEASE_SCENARIOS)
 		%common, %$s,
 		desc => "NEGATIVE CONTROL: $name with redlock.cancel_on_loss off",
 		pgoptions => [ 'redlock.auto_extend=on', 'redlock.cancel_on_loss=off' ],
-		expect_violations => 1,
+		expect_violations => $s->{violations_by_design} ? 0 : 1,
 	};
 }
 
@@ -1206,6 +1211,14 @@ ORDER BY resource, t1});
 	$r->{ran_on} = $ran_on;
 	$r->{holds_ran_on} = scalar keys %holds_ran_on;
 	$r->{lease_writes_logged} = () = $log =~ /checker-write: /g;
+	# Losses the owners met: a release that found its lock run out (the watchdog or the
+	# commit check stopped the job and the job released before the worker, stalled or
+	# restarting, could log the loss).
+	$r->{release_found_lost} = 0;
+	$r->{release_found_lost} += $_
+	  for map { $r->{warnings}{$_} }
+	  grep { /^lock on resource "\.\.\." had (?:expired|been lost) before it was released/ }
+	  keys %{ $r->{warnings} // {} };
 	return;
 }
 

@@ -94,6 +94,13 @@ for my $name (@names)
 		is($r->{losses_unrenewed}, 0, "$name: no validity ran out before the worker renewed it")
 		  unless $r->{job}{roles};
 	}
+	if ($r->{job} && $r->{job}{roles} && !$r->{violations_by_design})
+	{
+		# The issue 21 scenarios are real only if locks were lost (and, safe, jobs stopped).
+		cmp_ok($r->{losses} + $r->{release_found_lost}, '>', 0, "$name: locks were lost");
+		cmp_ok($r->{cancelled} + $r->{refused}, '>', 0, "$name: jobs were stopped by a loss")
+		  unless $r->{expect_violations};
+	}
 	print $out "   $name: $r->{ran_on} writes (in $r->{holds_ran_on} holds) made after the next"
 	  . " holder acquired, committed or not\n"
 	  if $r->{job} && $r->{job}{roles};

@@ -6,8 +6,8 @@
 # (a) the worker terminated while the jobs are idle in their transactions; (b) the worker
 # stalled (the watchdogs fire, most locks survive), then a majority frozen (a real loss);
 # (c) an ERROR in each job's session before the worker stalls past every validity; (d) jobs
-# idle, idle in a transaction and running while the worker stalls and is terminated; (e)
-# redlock.key_prefix changed by reload under held locks.  Zero violations is the only
+# idle, idle in a transaction and running while the worker stalls and is terminated ((e),
+# redlock.key_prefix changed by reload, runs in run-long only).  Zero violations is the only
 # pass; each scenario's negative control (redlock.cancel_on_loss off: nothing stops a job
 # whose lock was lost) must show violations, or the checker is blind on that path.
 # test/checker/run-long runs them longer.
@@ -51,8 +51,8 @@ sub run_ok
 }
 
 # A safe scenario: no violation, no write committed after its lock was lost, and the
-# scenario was real: a later holder took a lock while a job was still inside (a guard
-# taken over), and jobs were stopped by the loss.
+# scenario was real: locks were lost (the worker logged a loss, or an owner's release
+# found its lock run out) and jobs were stopped by a loss (cancelled or refused commit).
 sub safe_ok
 {
 	my ($name, $seconds) = @_;
@@ -62,6 +62,9 @@ sub safe_ok
 		  . ' holder acquired)')
 	  or diag(Checker::describe($r));
 	is($r->{writes_after_loss}, 0, "$name: no write committed after its lock was logged lost");
+	cmp_ok($r->{losses} + $r->{release_found_lost}, '>', 0,
+		"$name: locks were lost ($r->{losses} losses logged by the worker, $r->{release_found_lost}"
+		  . ' releases found their lock run out)');
 	cmp_ok($r->{cancelled} + $r->{refused}, '>', 0,
 		"$name: jobs were stopped by a loss ($r->{cancelled} cancelled, $r->{refused} commits"
 		  . ' refused)');
@@ -71,36 +74,41 @@ sub safe_ok
 	return $r;
 }
 
-# The negative control of NAME: violations.
+# The negative control of NAME: locks were lost, and the checker sees violations.
 sub control_ok
 {
 	my ($name, $seconds) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	my $r = run_ok("unsafe-$name-no-cancel", $seconds);
+	cmp_ok($r->{losses} + $r->{release_found_lost}, '>', 0,
+		"unsafe-$name-no-cancel: locks were lost ($r->{losses} logged by the worker)");
 	cmp_ok($r->{violations}, '>', 0,
 		"negative control of $name (cancel_on_loss off): the checker sees violations")
 	  or diag(Checker::describe($r));
 	return $r;
 }
 
-for my $name (Checker::lease_scenarios())
+# The short form: (a)-(d), 7 s each, their controls 5 s (the jobs last 3.6-4.8 s; each run
+# counts from the moment all 8 clients are connected, and its faults from the first hold).
+# (e), the key prefix changed by reload under held locks, is not here: README says to
+# change redlock.key_prefix only while no cluster holds locks (a reload reaches backends
+# one at a time), so a safe form of it cannot promise 0 violations; run-long runs it for
+# its figures, unjudged.
+for my $name (qw(lease-worker-term lease-stall-then-loss lease-error-then-stall
+	lease-stall-owner-states))
 {
-	next if $name =~ /^unsafe-/;
-	safe_ok($name, 10);
-	control_ok($name, 7);
+	safe_ok($name, 7);
+	control_ok($name, 5);
 }
 
 my $r = (grep { $_->{name} eq 'lease-worker-term' } @table)[0];
 cmp_ok($r->{fault_counts}{'worker restarts'} // 0, '>=', 1,
 	'lease-worker-term: the worker was terminated and started again');
-$r = (grep { $_->{name} eq 'lease-key-prefix-reload' } @table)[0];
-cmp_ok($r->{fault_counts}{'key prefix changes'} // 0, '>=', 2,
-	'lease-key-prefix-reload: the key prefix changed under held locks');
-is($node->safe_psql('postgres', 'SHOW redlock.key_prefix'), '', '... and was put back');
 
 diag("\n" . Checker::job_table_header() . join('', map { Checker::job_table_line($_) } @table));
-diag(join('', map { sprintf("  %-42s writes after the next holder acquired: %d (%d holds)\n",
-	$_->{name}, $_->{ran_on}, $_->{holds_ran_on}) } @table));
+diag(join('', map { sprintf("  %-42s losses logged %d, releases that found the lock run out %d;"
+	. " writes after the next holder acquired: %d (%d holds)\n",
+	$_->{name}, $_->{losses}, $_->{release_found_lost}, $_->{ran_on}, $_->{holds_ran_on}) } @table));
 
 RedisMasters::no_crash($node);
 done_testing();
