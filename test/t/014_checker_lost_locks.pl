@@ -62,6 +62,12 @@ sub safe_ok
 		  . ' holder acquired)')
 	  or diag(Checker::describe($r));
 	is($r->{writes_after_loss}, 0, "$name: no write committed after its lock was logged lost");
+	# A running statement is cancelled before the validity runs out, and a job's next
+	# statement after a run-out is cancelled at its start: no write at all, committed or
+	# not, after the next holder acquired (ebb0294 let running jobs write on while the
+	# worker was stalled: 12 writes in 7 holds in lease-error-then-stall).
+	is($r->{holds_ran_on}, 0, "$name: no job wrote after the next holder of its resource"
+		  . " acquired, committed or not ($r->{ran_on} writes)");
 	# A loss shows as the worker's LOG line, or a release that found its lock run out, or,
 	# when the watchdog stopped the job and it released before the run-out (as in
 	# lease-error-then-stall, TTL 1500 ms), as the cancel that told the owner its lock was lost.
