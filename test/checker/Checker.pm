@@ -928,6 +928,7 @@ sub servers_of
 sub _job_block
 {
 	my ($prefix, $resources, $ttl, $wait, $job, $swallow, $deadline) = @_;
+	return _lease_job_block(@_) if $job->{roles};
 	$deadline //= 'DEADLINE';
 	return "SELECT clock_timestamp() < '$deadline'::timestamptz AS go,"
 	  . " 1 + floor(random() * $resources)::int AS r \\gset\n"
@@ -955,7 +956,7 @@ sub _start_job_clients
 	for my $c (1 .. $clients)
 	{
 		my $file = "$dir/client$c.sql";
-		my $b = $block->($c % 2 ? 'true' : 'false', $deadline);
+		my $b = $block->($c % 2 ? 'true' : 'false', $deadline, $c);
 		_write_file($file, ($b x $n) . "\\echo checker-client: ran out of script\n");
 		push @h, IPC::Run::start(
 			[
@@ -979,6 +980,328 @@ sub _job_client_output
 		$err .= PostgreSQL::Test::Utils::slurp_file("$dir/client$c.err");
 	}
 	return ($out, $err);
+}
+
+# ---- the loss protocol of auto-extended locks (issue 21): jobs across commands ----
+#
+# Jobs whose session is idle, idle in a transaction or running a statement when the
+# auto-extend worker is terminated or stalled, when a majority of masters is frozen
+# after a stall the locks survived, after an ERROR in the owner's session, and when
+# redlock.key_prefix changes by reload.  Each job is a psql script of commands
+# (checker_lease_take, then xacts transactions of steps writes by checker_lease_write,
+# then checker_job_end; see checker.sql) that stops at its first error; the long-job
+# judge (_job_figures) decides, from what committed, whether a holder's work committed
+# after the next holder of its resource acquired.  job => { roles => [...] } selects
+# these jobs; client c plays roles->[(c - 1) % @roles]:
+#   idle-xact: BEGIN, a write, idle step_ms (the client sleeps in the transaction), ...,
+#     COMMIT;
+#   running: BEGIN, a write, pg_sleep(step_ms), ..., COMMIT;
+#   idle: BEGIN, steps writes, COMMIT, then idle steps x step_ms outside a transaction.
+# error_first => 1: each hold starts with an ERROR (SELECT 1/0) in the owner's session.
+
+my %LEASE_SCENARIOS = (
+	'lease-worker-term' => {
+		desc => 'auto-extended locks (TTL 800 ms) held by jobs idle in their transactions'
+		  . ' (3 transactions of 4 writes, 300 ms idle between them); the worker terminated'
+		  . ' every 4 s (restarted by the postmaster after 1 s, longer than any validity)',
+		ttl_ms => 800,
+		job => { roles => ['idle-xact'], xacts => 3, steps => 4, step_ms => 300 },
+		faults => sub { _lease_term_faults(@_) },
+	},
+	'lease-stall-then-loss' => {
+		desc => 'auto-extended locks (TTL 600 ms), jobs running or idle in transactions; the'
+		  . ' worker SIGSTOPped for 0.35-0.5 s (the watchdogs fire, most locks survive), then'
+		  . ' a majority frozen 1.2 x TTL + 0.3 s (a real loss)',
+		ttl_ms => 600,
+		job => { roles => [ 'running', 'idle-xact' ], xacts => 4, steps => 5, step_ms => 200 },
+		faults => sub { _lease_stall_loss_faults(@_) },
+	},
+	'lease-error-then-stall' => {
+		desc => 'auto-extended locks (TTL 1500 ms); each job starts with an ERROR (SELECT 1/0)'
+		  . ' in its session, then runs statements; the worker SIGSTOPped 1.2 x TTL + 0.3 s'
+		  . ' every 4 s',
+		ttl_ms => 1500,
+		job => { roles => ['running'], error_first => 1, xacts => 3, steps => 4, step_ms => 400 },
+		faults => sub { _lease_stall_faults(@_, 0) },
+	},
+	'lease-stall-owner-states' => {
+		desc => 'auto-extended locks (TTL 1000 ms) held by jobs idle, idle in a transaction'
+		  . ' and running; the worker SIGSTOPped 1.2 x TTL + 0.3 s, then terminated, in a loop',
+		ttl_ms => 1000,
+		job => { roles => [ 'idle', 'idle-xact', 'running' ], xacts => 3, steps => 4, step_ms => 300 },
+		faults => sub { _lease_stall_faults(@_, 1) },
+	},
+	'lease-key-prefix-reload' => {
+		desc => 'auto-extended locks (TTL 3000 ms), jobs idle in transactions or running;'
+		  . ' redlock.key_prefix changed (ALTER SYSTEM + pg_reload_conf()) every 2 s to a new'
+		  . ' prefix',
+		ttl_ms => 3000,
+		job => { roles => [ 'idle-xact', 'running' ], xacts => 3, steps => 4, step_ms => 300 },
+		faults => sub { _lease_prefix_faults(@_) },
+		# README: change redlock.key_prefix only while no cluster holds locks.  A reload
+		# reaches the backends one at a time, so one may acquire under the new prefix while
+		# another still holds under the old one: figures only.
+		violations_by_design => 'key_prefix changed under held locks, which README rules out'
+		  . ' (measured, not judged)',
+	},
+);
+for my $name (sort keys %LEASE_SCENARIOS)
+{
+	my $s = $LEASE_SCENARIOS{$name};
+	# 8 clients on 4 resources: every lock contended, without 16 connections to open
+	# and busy-loop on a small machine.
+	my %common = (masters => 'plain', preload => 1, wait_ms => 200, clients => 8);
+	$SCENARIOS{$name} = { %common, pgoptions => ['redlock.auto_extend=on'], %$s };
+	# The negative control: the same without redlock.cancel_on_loss, so that neither the
+	# watchdog, nor the cancel, nor the commit check stops a job whose lock was lost.
+	$SCENARIOS{"unsafe-$name-no-cancel"} = {
+		%common, %$s,
+		desc => "NEGATIVE CONTROL: $name with redlock.cancel_on_loss off",
+		pgoptions => [ 'redlock.auto_extend=on', 'redlock.cancel_on_loss=off' ],
+		expect_violations => $s->{violations_by_design} ? 0 : 1,
+	};
+}
+
+# The names of the issue 21 scenarios and their controls, in run order.
+sub lease_scenarios
+{
+	return map { ($_, "unsafe-$_-no-cancel") }
+	  qw(lease-worker-term lease-stall-then-loss lease-error-then-stall
+	  lease-stall-owner-states lease-key-prefix-reload);
+}
+
+# Opens the fault session and waits until a job holds a lock (starting 16 psql clients can
+# take seconds on a loaded machine); returns the time then, which the schedules count from.
+sub _lease_start
+{
+	my ($f) = @_;
+	$f->worker_pid;
+	RedisMasters::wait_until($f->{seconds},
+		sub { ($f->{psql}->query('SELECT count(*) > 0 FROM checker_jobs'))[0] eq 't' });
+	my $b = $f->now;
+	$f->_mark(sprintf('first hold (schedule counted from +%.2f s)', $b)) if $b > 1;
+	return $b;
+}
+
+# The worker terminated every 4 s from 1.5 s (Faults::worker_term waits until it is back).
+sub _lease_term_faults
+{
+	my ($f) = @_;
+	my $b = _lease_start($f);
+	for (my $t = $b + 0.5; $t + 1.5 < $f->{seconds}; $t += 4)
+	{
+		$f->at($t);
+		$f->worker_term;
+	}
+	return;
+}
+
+# The worker stalled for 1.2 x TTL + 0.3 s (every lock it keeps runs out), then continued;
+# with TERM, also terminated 1.5 s later; in a loop.
+sub _lease_stall_faults
+{
+	my ($f, $term) = @_;
+	my $out = _delayed_out($f);
+	my $t = _lease_start($f) + 0.5;
+	while ($t + $out < $f->{seconds})
+	{
+		$f->at($t);
+		$f->worker_stop;
+		$f->at($f->now + $out);
+		$f->worker_cont;
+		$t = $f->now + 1.5;
+		if ($term && $t + 1.5 < $f->{seconds})
+		{
+			$f->at($t);
+			$f->worker_term;
+			$t = $f->now + 1.5;
+		}
+	}
+	return;
+}
+
+# The worker stalled 0.35, 0.45 or 0.5 s (around what a lock renewed TTL/3 ago has left,
+# so the watchdogs fire and the worker mostly renews in time), then 0.6 s later a majority
+# frozen for 1.2 x TTL + 0.3 s (every lock lost for real); in a loop.
+sub _lease_stall_loss_faults
+{
+	my ($f) = @_;
+	my $out = _delayed_out($f);
+	my @stalls = (0.35, 0.45, 0.5);
+	my @majority = ([ 0, 1, 2 ], [ 2, 3, 4 ], [ 1, 3, 4 ], [ 0, 2, 4 ], [ 0, 1, 3 ]);
+	my ($t, $k) = (_lease_start($f) + 0.5, 0);
+	while ($t + 0.6 + $out < $f->{seconds})
+	{
+		$f->at($t);
+		$f->worker_stop;
+		$f->at($f->now + $stalls[ $k % @stalls ]);
+		$f->worker_cont;
+		my $set = $majority[ $k % @majority ];
+		$f->at($f->now + 0.6);
+		$f->stop(@$set);
+		$f->at($f->now + $out);
+		$f->cont(@$set);
+		$t = $f->now + 1.0;
+		$k++;
+	}
+	return;
+}
+
+# redlock.key_prefix changed to a new prefix every 2 s from 1.5 s, put back at the end.
+sub _lease_prefix_faults
+{
+	my ($f) = @_;
+	$f->{prefix_psql}{ $f->{node}->name } //= RedisMasters::session($f->{node});
+	my $k = 0;
+	for (my $t = _lease_start($f) + 0.5; $t < $f->{seconds} - 0.5; $t += 2)
+	{
+		$f->at($t);
+		$f->key_prefix('checker-pfx' . ++$k . ':');
+	}
+	$f->at($f->{seconds});
+	$f->key_prefix(undef);
+	return;
+}
+
+# The psql lines of one hold of a job across commands (see above): stop (\q) once the
+# run's time (DEADLINE) is up; else take a lock, and if it was taken, run the job of
+# CLIENT's role, each command skipped once one failed (E: the first error's SQLSTATE,
+# M: its message), every COMMIT sent (it ends an aborted transaction); then
+# checker_job_end with the first error, or 00000.
+sub _lease_job_block
+{
+	my ($prefix, $resources, $ttl, $wait, $job, $swallow, $deadline, $client) = @_;
+	my @roles = @{ $job->{roles} };
+	my $role = $roles[ (($client // 1) - 1) % @roles ];
+	my $step_s = $job->{step_ms} / 1000;
+	my $capture = "\\if :ERROR\n\\set E :LAST_ERROR_SQLSTATE\n\\set M :LAST_ERROR_MESSAGE\n\\endif\n";
+	my $cmd = sub { return "\\if :{?E}\n\\else\n$_[0]\n$capture\\endif\n"; };
+	my $idle = sub { return "\\if :{?E}\n\\else\n\\! sleep $_[0]\n\\endif\n"; };
+	my $s = "\\unset E\n\\unset M\n\\unset go\n\\unset held\n"
+	  . "SELECT clock_timestamp() < :'deadline'::timestamptz AS go,"
+	  . " 1 + floor(random() * $resources)::int AS r \\gset\n"
+	  . "\\if :go\n"
+	  . "CALL checker_lease_take('$prefix' || :r, $ttl, $wait);\n"
+	  . "SELECT EXISTS (SELECT 1 FROM checker_jobs WHERE pid = pg_backend_pid()) AS held \\gset\n"
+	  . "\\if :held\n";
+	$s .= "SELECT 1/0;\n" if $job->{error_first};
+	for my $x (1 .. $job->{xacts})
+	{
+		$s .= $cmd->('BEGIN;');
+		for my $i (1 .. $job->{steps})
+		{
+			$s .= $cmd->("SELECT checker_lease_write($x, $i);");
+			if ($role eq 'running')
+			{
+				$s .= $cmd->("SELECT pg_sleep($step_s);");
+			}
+			elsif ($role eq 'idle-xact')
+			{
+				$s .= $idle->($step_s);
+			}
+		}
+		$s .= "COMMIT;\n$capture";
+		$s .= $idle->($step_s * $job->{steps}) if $role eq 'idle';
+	}
+	$s .= "\\endif\n"
+	  . "\\if :{?E}\n\\else\n\\set E 00000\n\\set M ''\n\\endif\n"
+	  . "CALL checker_job_end(:'E', :'M');\n"
+	  . "\\else\n\\q\n\\endif\n";
+	$s = "-- $role\n$s" unless defined $client;
+	return $s;
+}
+
+# Starts CLIENTS psql processes on NODE for jobs across commands, each running a script of
+# BLOCK (a sub of swallow, deadline, client number), and opens them all at once: each
+# script first waits (a shell loop) for the file "go" in DIR, which is written only once
+# every client is connected, and reads the run's end (a timestamptz, SECONDS after the
+# gate opened) from it into the psql variable deadline.  So the run's time counts from the
+# moment every client can take a lock, however long 16 connections took to open on a
+# loaded machine (they took up to 13 s at load 15 on 2 CPUs), and the fault schedules,
+# counted from the first hold, land while jobs hold locks.  Returns the time the gate
+# opened and the IPC::Run handles.
+sub _start_lease_clients
+{
+	my ($node, $dir, $clients, $seconds, $block) = @_;
+	# A hold takes at least wait_ms (busy) or a job's steps; blocks enough for 8 a second,
+	# a script that runs out says so on its output.
+	my $n = int($seconds * 8) + 20;
+	my $start = time;
+	my $gate = "\\! while [ ! -e '$dir/go' ]; do sleep 0.05; done\n"
+	  . "\\set deadline `cat '$dir/go'`\n";
+	my @h;
+	for my $c (1 .. $clients)
+	{
+		my $file = "$dir/client$c.sql";
+		my $b = $block->($c % 2 ? 'true' : 'false', undef, $c);
+		_write_file($file, $gate . ($b x $n) . "\\echo checker-client: ran out of script\n");
+		push @h, IPC::Run::start(
+			[
+				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=0', '-h', $node->host,
+				'-p', $node->port, '-d', 'postgres', '-f', $file
+			],
+			'<', \undef, '>', "$dir/client$c.out", '2>', "$dir/client$c.err",
+			IPC::Run::timeout($seconds + 180));
+	}
+	my $s = do { local $ENV{PGAPPNAME} = 'checker-gate'; RedisMasters::session($node) };
+	my $all = RedisMasters::wait_until(120, sub {
+		($s->query("SELECT count(*) = $clients FROM pg_stat_activity"
+			  . " WHERE application_name = 'checker'"))[0] eq 't' });
+	if (!$all)
+	{
+		$_->kill_kill for @h;
+		die "checker: the $clients psql clients did not all connect within 120 s";
+	}
+	Test::More::note(sprintf('checker: the %d psql clients connected in %.1f s', $clients,
+		time - $start));
+	my ($deadline) = $s->query("SELECT clock_timestamp() + interval '$seconds s'");
+	my $t0 = time;
+	$s->quit;
+	_write_file("$dir/go", $deadline);
+	return ($t0, @h);
+}
+
+# The figures of a run of jobs across commands, into R: from the LOG lines of
+# checker_lease_write (which no rollback takes back), the writes a job made after the
+# next holder of its resource had acquired, committed or not (ran_on), and how many
+# holds did (holds_ran_on).  Committed ones are the judge's overlaps; the others are work
+# the loss protocol should have stopped when the owner could be reached (a running
+# statement), or did not let commit.
+sub _lease_figures
+{
+	my ($node, $log, $r) = @_;
+	my %next;    # "resource/pid/t1" => the next hold's t1
+	my %holds;
+	push @{ $holds{ $_->[0] } }, $_
+	  for _rows($node, q{
+SELECT resource, pid, extract(epoch FROM t1)::text FROM checker_attempts WHERE outcome = 'acquired'
+ORDER BY resource, t1});
+	for my $res (keys %holds)
+	{
+		my @h = @{ $holds{$res} };
+		$next{"$res/$h[$_][1]/$h[$_][2]"} = $h[ $_ + 1 ][2] for 0 .. $#h - 1;
+	}
+	my ($ran_on, %holds_ran_on) = (0);
+	while ($log =~ /checker-write: (\d+) (\S+) (\S+) (\S+)$/mg)
+	{
+		my ($pid, $t1, $at, $res) = ($1, $2, $3, $4);
+		my $n = $next{"$res/$pid/$t1"};
+		next unless defined $n && $at > $n;
+		$ran_on++;
+		$holds_ran_on{"$res/$pid/$t1"} = 1;
+	}
+	$r->{ran_on} = $ran_on;
+	$r->{holds_ran_on} = scalar keys %holds_ran_on;
+	$r->{lease_writes_logged} = () = $log =~ /checker-write: /g;
+	# Losses the owners met: a release that found its lock run out (the watchdog or the
+	# commit check stopped the job and the job released before the worker, stalled or
+	# restarting, could log the loss).
+	$r->{release_found_lost} = 0;
+	$r->{release_found_lost} += $_
+	  for map { $r->{warnings}{$_} }
+	  grep { /^lock on resource "\.\.\." had (?:expired|been lost) before it was released/ }
+	  keys %{ $r->{warnings} // {} };
+	return;
 }
 
 # ---- one run ----
@@ -1086,7 +1409,12 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		local $ENV{PGOPTIONS} = '-c client_min_messages=error'
 		  . join('', map { " -c $_" } @{ $o{pgoptions} // [] });
 		local $ENV{PGAPPNAME} = 'checker';
-		if ($job)
+		if ($job && $job->{roles})
+		{
+			($t0, @h) = _start_lease_clients($node, $dir, $clients, $seconds,
+				sub { _job_block($prefix, $resources, $ttl, $wait, $job, @_) });
+		}
+		elsif ($job)
 		{
 			($t0, @h) = _start_job_clients($node, $dir, $clients, $seconds, $work,
 				sub { _job_block($prefix, $resources, $ttl, $wait, $job, @_) });
@@ -1257,6 +1585,7 @@ FROM checker_violations ORDER BY at})
 	];
 	$r{violations} = scalar @{ $r{violation_rows} };
 	_job_figures($node, $log, $t0, $f, \%r) if $job;
+	_lease_figures($node, $log, \%r) if $job && $job->{roles};
 	_fence_figures($node, $t0, \%r) if $fence;
 	# Why holders gave up (held-lock runs): counts by reason, and the first few with times.
 	$r{gave_up_rows} = [
@@ -2286,8 +2615,12 @@ sub every
 sub worker_pid
 {
 	my ($self) = @_;
-	return $self->{node}->safe_psql('postgres',
+	# One session for the run: a new connection can take seconds on a loaded machine.
+	$self->{psql} //= RedisMasters::session($self->{node});
+	my ($out, $err) = $self->{psql}->query(
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+	die "could not look up the auto-extend worker: $err" if $err;
+	return $out;
 }
 
 # SIGTERMs the auto-extend worker, then waits (up to 10 s) until the postmaster has
@@ -2352,6 +2685,38 @@ sub heal
 		$self->{psql}->quit;
 		delete $self->{psql};
 	}
+	return;
+}
+
+# Sets redlock.key_prefix to PREFIX (undef: RESET) by ALTER SYSTEM and pg_reload_conf() on
+# the node (and on every node of {nodes}, for more clusters), then waits until a new session
+# of each sees it.  Backends take it in between two commands.
+sub key_prefix
+{
+	my ($self, $prefix) = @_;
+	my $set = defined $prefix
+	  ? "ALTER SYSTEM SET redlock.key_prefix = '$prefix'"
+	  : 'ALTER SYSTEM RESET redlock.key_prefix';
+	for my $node (@{ $self->{nodes} // [ $self->{node} ] })
+	{
+		# A session kept for the run (a new connection can take seconds on a loaded
+		# machine); it reads the new value at its next command once the postmaster
+		# has passed the reload on.
+		my $psql = $self->{prefix_psql}{ $node->name } //= RedisMasters::session($node);
+		my ($out, $err) = $psql->query($set);
+		($out, $err) = $psql->query('SELECT pg_reload_conf()') unless $err;
+		die "could not change redlock.key_prefix: $err" if $err;
+		RedisMasters::wait_until(10,
+			sub { ($psql->query('SHOW redlock.key_prefix'))[0] eq ($prefix // '') })
+		  or die 'redlock.key_prefix did not change to ' . ($prefix // "''");
+		if (!defined $prefix)
+		{
+			$psql->quit;
+			delete $self->{prefix_psql}{ $node->name };
+		}
+	}
+	$self->{counts}{'key prefix changes'}++;
+	$self->_mark('redlock.key_prefix = ' . ($prefix // "''"));
 	return;
 }
 

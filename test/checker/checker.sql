@@ -618,3 +618,90 @@ BEGIN
 	COMMIT;
 END
 $$;
+
+-- ---- jobs across commands: the loss protocol of issue 21 ----
+--
+-- A job that the loss protocol of auto-extended locks must stop whatever its session is
+-- doing: idle, idle in a transaction (its client gone quiet between two statements), or
+-- running a statement.  Such a job is not one CALL (an idle session needs commands
+-- from the client): Checker.pm writes it as a psql script of commands, one hold a block:
+--   CALL checker_lease_take(resource, ttl_ms, wait_ms);
+--   BEGIN; SELECT checker_lease_write(1, 1); <idle or running> ...; COMMIT;   -- xacts times
+--   CALL checker_job_end(<the job's first error's SQLSTATE>, <its message>);
+-- and stops writing at its first error (a cancel, a refused commit), as a job that is
+-- told of the loss does.  checker_lease_take acquires (session scope, with the session's
+-- redlock.auto_extend), records the hold in checker_jobs and claims the guard, taking it
+-- over when it is found held without recording a conflict: a job idle in its transaction
+-- when its lock runs out cannot be stopped before its next command, only refused its
+-- commit, so a second holder inside is expected and what counts is whether the first
+-- one's work committed after the second acquired (Checker.pm's long-job judge).  A guard
+-- taken over shows at checker_job_end (taken_over): the loss path was exercised.
+
+DROP PROCEDURE IF EXISTS checker_lease_take(text, integer, integer);
+DROP FUNCTION IF EXISTS checker_lease_write(integer, integer);
+
+CREATE PROCEDURE checker_lease_take(p_resource text, p_ttl_ms integer, p_wait_ms integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	t_start timestamptz := clock_timestamp();
+	t_acq timestamptz;
+	got boolean;
+	st text;
+	msg text;
+	det text;
+	v_nodes integer;
+	v_validity integer;
+	v_until timestamptz;
+BEGIN
+	DELETE FROM checker_jobs WHERE pid = pg_backend_pid();
+	COMMIT;
+	BEGIN
+		got := redlock_acquire(p_resource, p_ttl_ms, p_wait_ms);
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message)
+		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''));
+		COMMIT;
+		RETURN;
+	END;
+	t_acq := clock_timestamp();
+	IF NOT got THEN
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome)
+		VALUES (pg_backend_pid(), p_resource, t_start, t_acq, 'busy');
+		COMMIT;
+		RETURN;
+	END IF;
+	SELECT l.nodes, l.validity_ms, l.valid_until INTO v_nodes, v_validity, v_until
+	FROM redlock_locks() l WHERE l.resource = p_resource;
+	INSERT INTO checker_jobs (pid, resource, t0, t1, nodes, validity_ms, in_guard)
+	VALUES (pg_backend_pid(), p_resource, t_start, t_acq, v_nodes, v_validity, false);
+	COMMIT;
+	UPDATE checker_guard SET holder = pg_backend_pid(), since = clock_timestamp(),
+		valid_until = v_until, acquired_at = t_acq
+	WHERE resource = p_resource;
+	UPDATE checker_jobs SET in_guard = true WHERE pid = pg_backend_pid();
+	COMMIT;
+END
+$$;
+
+-- One write of the job this backend holds (none when it holds none): a row of
+-- checker_writes in the caller's transaction, and a LOG line (which no rollback takes
+-- back) saying when the job wrote, committed or not.
+CREATE FUNCTION checker_lease_write(p_xact integer, p_step integer) RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	h checker_jobs;
+BEGIN
+	SELECT * INTO h FROM checker_jobs WHERE pid = pg_backend_pid();
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	INSERT INTO checker_writes (resource, pid, t1, xact, step, at, swallowed)
+	VALUES (h.resource, h.pid, h.t1, p_xact, p_step, clock_timestamp(), false);
+	RAISE LOG 'checker-write: % % % %', h.pid, extract(epoch FROM h.t1),
+		extract(epoch FROM clock_timestamp()), h.resource;
+END
+$$;
