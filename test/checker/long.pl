@@ -36,13 +36,13 @@ my $seconds = 20;
 GetOptions('seconds=i' => \$seconds) or die "usage: $0 [--seconds N] [SCENARIO ...]\n";
 my @names = @ARGV
   ? @ARGV
-  : qw(baseline kill-minority-delayed sigstop latency kill-minority-aof kill-majority-aof
+  : (qw(baseline kill-minority-delayed sigstop latency kill-minority-aof kill-majority-aof
   unsafe-majority-restart unsafe-short-ttl extend-shorter extend-longer unsafe-extend-ignored
   servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew
   discard-release unsafe-discard-early fence-baseline fence-pause unsafe-fence-pause-unfenced
   fast-clock-1 fast-clock-2 fast-clock-1-q4 fence-kill-majority-aof unsafe-fence-restart-empty
   fence-skew-restart-delayed unsafe-fence-skew-masters-back long-job unsafe-long-job-no-cancel),
-  Checker::lease_scenarios();
+	Checker::lease_scenarios());
 
 my %masters = (
 	plain => RedisMasters->new(5),
