@@ -890,12 +890,16 @@ redlock_lock_xact_acquired(void)
 /*
  * redlock_lock_xact_pending
  *		True when the current transaction added a hold or lost a transaction-scoped
- *		lock, or a release is unfinished: the transaction hooks have work to do.
+ *		lock, a release is unfinished, an auto-extended lock is held, or one let go of
+ *		in this transaction refuses its commit: the transaction hooks have work to do.
  */
 bool
 redlock_lock_xact_pending(void)
 {
-	return pending_total > 0 || nlost > 0 || releasing_total > 0 || registered_total > 0;
+	const char *reason;
+
+	return pending_total > 0 || nlost > 0 || releasing_total > 0 || registered_total > 0 ||
+		redlock_lease_carried_refusal(&reason) != NULL;
 }
 
 /*

@@ -15,6 +15,7 @@
 #   validity, no fencing token), and the transaction cannot commit;
 # - PREPARE TRANSACTION with an auto-extended session lock held but nothing acquired in
 #   the transaction is allowed; after the lock was lost, it is refused;
+# - a loss found while the owner waits in redlock_extend: the transaction does not commit;
 # - one role cannot take every entry of the registry (max_auto_extended_locks_per_role).
 # Each case also checks that the scenario is real (another session held the lock, or the
 # worker really stalled), so that a pass means the guard acted, not that nothing happened.
@@ -280,7 +281,25 @@ is($out, '0', '... nothing was prepared');
 sql($owner, "SELECT redlock_release('prep-lost')");
 rival_releases('prep-lost');
 
-# --- 8. one role cannot fill the registry of auto-extended locks ---
+# --- 8. a loss found while the owner waits in redlock_extend ---
+# Another client's token on 3 of 5 masters: the worker's extension, asked for by the
+# owner, is refused by a quorum and the lease is lost while the owner waits for the
+# answer.  The owner is told (false, or the watchdog's cancel if its tick comes first)
+# and the transaction it ran in does not commit (ebb0294: false, and the COMMIT passed).
+
+($out) = sql($owner, "SELECT redlock_acquire('ext-loss', 20000)");
+is($out, 't', 'an auto-extended lock with a 20 s TTL');
+sql($owner, "BEGIN; INSERT INTO work VALUES ('ext-loss', 1)");
+$redis->redis_cli($_, 'SET', 'ext-loss', 'another-client', 'PX', '30000') for 0 .. 2;
+($out, $err) = sql($owner, "SELECT redlock_extend('ext-loss', 20000)");
+like("$out|$err", qr/^f\||57014: canceling statement because lock on resource "ext-loss" was lost/,
+	'... lost while the owner waits in redlock_extend: false, or the cancel that tells it');
+$err = finish_xact('SELECT 1');
+is(committed('ext-loss'), '0', '... and the transaction it ran in does not commit');
+sql($owner, "SELECT redlock_release('ext-loss')");
+$redis->redis_cli($_, 'DEL', 'ext-loss') for 0 .. 2;
+
+# --- 9. one role cannot fill the registry of auto-extended locks ---
 
 $node->safe_psql('postgres', q{
 CREATE ROLE jobs LOGIN;
