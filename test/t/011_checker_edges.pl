@@ -37,10 +37,18 @@ my @table;
 # skipped.
 sub scenario_ok
 {
-	my ($name, $seconds) = @_;
+	my ($name, $seconds, %o) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	return undef if %only && !$only{$name};
 	my $r = Checker::run_scenario($node, \%masters, $name, seconds => $seconds);
+
+	# runs: a control whose violations hang on restart timing (as TAP 013's restart
+	# control) gets up to that many runs to show one.
+	for (my $run = 2; $r->{expect_violations} && $r->{violations} == 0 && $run <= ($o{runs} // 1); $run++)
+	{
+		note("$name: no violation in this run; run $run of at most $o{runs}");
+		$r = Checker::run_scenario($node, \%masters, $name, seconds => $seconds);
+	}
 	push @table, $r;
 	note(Checker::describe($r));
 	Checker::check_run($r);
@@ -73,8 +81,11 @@ if (my $r = scenario_ok('servers-grow-shrink', 10))
 }
 
 # --- negative control: a lock on 2 of 3 masters, the list grown to 5 under it ---
+# A violation needs a holder that took its lock while master 2 was down still at work
+# when the list grows: a window of tens of ms that restart times move (0 violations in
+# 2 of about 10 runs this session, on a loaded machine).
 
-scenario_ok('unsafe-servers-change', 5);
+scenario_ok('unsafe-servers-change', 5, runs => 3);
 
 # --- SCRIPT FLUSH with retries at once ---
 
