@@ -2414,22 +2414,29 @@ sub start
 {
 	my ($self, @i) = @_;
 	$self->{redis}->restart($_) for @i;
-	for my $i (@i)
-	{
-		my $conf = $self->{redis_config} // {};
-		$self->{redis}->redis_cli($i, 'CONFIG', 'SET', $_, $conf->{$_}) for sort keys %$conf;
-	}
+	$self->_configure(@i);
 	delete $self->{down}{$_} for @i;
 	$self->_mark('master ' . _list(@i) . ' up again');
 	return;
 }
 
-# Starts masters I... again at the same moment, a child process each (start does them one
-# after another, which a loaded machine stretches to seconds); logged once all answer.
-sub start_at_once
+# The scenario's Redis settings (redis_config) on masters I..., which start without them.
+sub _configure
 {
 	my ($self, @i) = @_;
-	my $redis = $self->{redis};
+	my $conf = $self->{redis_config} // {};
+	for my $i (@i)
+	{
+		$self->{redis}->redis_cli($i, 'CONFIG', 'SET', $_, $conf->{$_}) for sort keys %$conf;
+	}
+	return;
+}
+
+# Runs CODE->(I) for each master I... in a child process of its own, all at the same
+# moment, and waits for them all; dies with "master I WHAT" when one fails.
+sub _on_masters_at_once
+{
+	my ($self, $what, $code, @i) = @_;
 	require POSIX;
 	my %kids;
 	for my $i (@i)
@@ -2438,7 +2445,7 @@ sub start_at_once
 		if ($pid == 0)
 		{
 			# _exit: no END block or destructor of the parent's objects in the child.
-			my $ok = eval { $redis->_start($i); 1 };
+			my $ok = eval { $code->($i); 1 };
 			POSIX::_exit($ok ? 0 : 1);
 		}
 		$kids{$pid} = $i;
@@ -2446,44 +2453,34 @@ sub start_at_once
 	for my $pid (keys %kids)
 	{
 		waitpid($pid, 0);
-		die "master $kids{$pid} did not start again" if $?;
-		$redis->{pids}[ $kids{$pid} ] =
-		  RedisMasters::_read_pid("$redis->{dir}/redis$kids{$pid}/redis.pid");
+		die "master $kids{$pid} $what" if $?;
 	}
-	for my $i (@i)
-	{
-		my $conf = $self->{redis_config} // {};
-		$redis->redis_cli($i, 'CONFIG', 'SET', $_, $conf->{$_}) for sort keys %$conf;
-	}
+	return;
+}
+
+# Starts masters I... again at the same moment (start does them one after another, which
+# a loaded machine stretches to seconds); logged once all answer.
+sub start_at_once
+{
+	my ($self, @i) = @_;
+	my $redis = $self->{redis};
+	$self->_on_masters_at_once('did not start again', sub { $redis->_start($_[0]) }, @i);
+	$redis->{pids}[$_] = RedisMasters::_read_pid("$redis->{dir}/redis$_/redis.pid") for @i;
+	$self->_configure(@i);
 	delete $self->{down}{$_} for @i;
 	$self->_mark('master ' . _list(@i) . ' up again');
 	return;
 }
 
-# Empties masters I... at once (FLUSHALL, each from a child process): the data loss of a
-# restart without persistence, without the seconds a restart takes on a loaded machine.
+# Empties masters I... at once (FLUSHALL): the data loss of a restart without
+# persistence, without the seconds a restart takes on a loaded machine.
 sub wipe
 {
 	my ($self, @i) = @_;
 	my $redis = $self->{redis};
-	require POSIX;
 	my $t = $self->now;
-	my @kids;
-	for my $i (@i)
-	{
-		my $pid = fork() // die "fork: $!";
-		if ($pid == 0)
-		{
-			my $ok = eval { $redis->redis_cli($i, 'FLUSHALL'); 1 };
-			POSIX::_exit($ok ? 0 : 1);
-		}
-		push @kids, $pid;
-	}
-	for my $pid (@kids)
-	{
-		waitpid($pid, 0);
-		die 'FLUSHALL failed on a master' if $?;
-	}
+	$self->_on_masters_at_once('was not emptied (FLUSHALL)',
+		sub { $redis->redis_cli($_[0], 'FLUSHALL') }, @i);
 	$self->_mark('FLUSHALL master ' . _list(@i), $t);
 	return;
 }
