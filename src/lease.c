@@ -382,20 +382,16 @@ redlock_lease_watch(const RedlockRegistryHandle *handle, const char *resource)
 		RedlockLeaseWatch **bigger = MemoryContextAlloc(TopMemoryContext,
 														newmax * sizeof(RedlockLeaseWatch *));
 
+		RedlockLeaseWatch **old = watched;
+
 		/* The handler may read the old array meanwhile: swap in a full copy. */
 		if (nwatched > 0)
-			memcpy(bigger, watched, nwatched * sizeof(RedlockLeaseWatch *));
+			memcpy(bigger, old, nwatched * sizeof(RedlockLeaseWatch *));
 		pg_compiler_barrier();
-		if (watched)
-		{
-			RedlockLeaseWatch **old = watched;
-
-			watched = bigger;
-			pg_compiler_barrier();
+		watched = bigger;
+		pg_compiler_barrier();
+		if (old)
 			pfree(old);
-		}
-		else
-			watched = bigger;
 		maxwatched = newmax;
 	}
 	watched[nwatched] = w;
