@@ -7,11 +7,22 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 SHLIB_LINK = -lhiredis
 
 # TLS to the masters (src/tls.c) when hiredis has its TLS library (hiredis_ssl, 1.0 and
-# later: Debian 13) and OpenSSL's headers are there; Debian 12's hiredis 0.14 has none,
-# and the build says so.  REDLOCK_TLS=yes or no overrides the probe.
+# later: Debian 13) and OpenSSL's headers are there; Debian 12's hiredis 0.14 has none.
+# Each is probed on its own, so that the build says which one is missing, in one plain
+# line.  REDLOCK_TLS=yes or no overrides the probe.
+rl_has_header = $(shell printf '\043include <$(1)>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo yes)
 ifndef REDLOCK_TLS
-REDLOCK_TLS := $(shell printf '\043include <openssl/ssl.h>\n\043include <hiredis/hiredis_ssl.h>\n' | \
-	$(CC) -E -x c - >/dev/null 2>&1 && echo yes || echo no)
+RL_HIREDIS_SSL := $(call rl_has_header,hiredis/hiredis_ssl.h)
+RL_OPENSSL := $(call rl_has_header,openssl/ssl.h)
+ifeq ($(RL_HIREDIS_SSL)$(RL_OPENSSL),yesyes)
+REDLOCK_TLS := yes
+else
+REDLOCK_TLS := no
+ifeq ($(filter clean distclean maintainer-clean,$(MAKECMDGOALS)),)
+$(info redlock: building without TLS (redlock.tls = on will be refused): \
+	$(if $(RL_HIREDIS_SSL),,no <hiredis/hiredis_ssl.h>: TLS needs hiredis 1.0 or later with its TLS library (Debian 13's libhiredis-dev; Debian 12's hiredis 0.14 has none)$(if $(RL_OPENSSL),,; ))$(if $(RL_OPENSSL),,no <openssl/ssl.h>: install OpenSSL's headers (libssl-dev)))
+endif
+endif
 endif
 ifeq ($(REDLOCK_TLS),yes)
 PG_CPPFLAGS += -DREDLOCK_TLS

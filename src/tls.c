@@ -420,10 +420,7 @@ redlock_tls_gone_while_idle(RedlockTlsSession *session)
 
 #else							/* !REDLOCK_TLS */
 
-/* Said once per build (the JIT bitcode's clang would call it a warning). */
-#ifndef __clang__
-#pragma message("redlock: building without TLS: hiredis_ssl (hiredis 1.0 or later) and OpenSSL's headers were not found")
-#endif
+/* The Makefile says which of hiredis_ssl and OpenSSL's headers the build lacks. */
 
 /*
  * redlock_tls_supported
