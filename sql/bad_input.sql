@@ -66,12 +66,18 @@ SELECT command, try(command) AS outcome
     ($$SET redlock.servers = 'bad host:1'$$),
     ($$SET redlock.servers = 'a:1:2'$$),
     ($$SET redlock.servers = 'a;b'$$),
+    ($$SET redlock.servers = 'a:1;b:2'$$),
+    ($$SET redlock.servers = 'redis://a:1'$$),
+    ($$SET redlock.servers = 'a:1,rediss://b:6380'$$),
     (format('SET redlock.servers = %L', '/' || repeat('s', 300))),
     (format('SET redlock.servers = %L', repeat('h,', 64) || 'h')),
     ($$SET redlock.servers = ' a:1 , [::1]:2 , /tmp/redis.sock , b '$$),
     ($$SET redlock.servers = ''$$),
     ($$RESET redlock.servers$$)
   ) AS t(command);
+
+-- A bad list: the detail says what is wrong, the hint shows the format.
+SET redlock.servers = 'redis://a:1';
 
 -- No servers configured: taking a lock fails (22023) with a hint.
 SET redlock.servers = '';

@@ -96,8 +96,8 @@ check_servers(char **newval, void **extra, GucSource source pg_attribute_unused(
 	if (list == NULL)
 	{
 		GUC_check_errdetail("%s", errbuf);
-		GUC_check_errhint("List the Redis masters as host:port items separated by commas, "
-						  "for example \"10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379\".");
+		GUC_check_errhint("List the Redis masters separated by commas, each as host:port, host (port 6379), "
+						  "[ipv6]:port or a unix socket path, for example \"10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379\".");
 		return false;
 	}
 	size = offsetof(RedlockServerList, nodes) + list->count * sizeof(RedlockNodeAddr);

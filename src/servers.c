@@ -102,6 +102,15 @@ parse_item(const char *item, size_t len, RedlockNodeAddr *addr, char *errbuf, si
 		return true;
 	}
 
+	/* Two mistakes worth naming: another list's separator, and a URL. */
+	if (memchr(item, ';', len))
+		return bad_item(errbuf, errlen, item, len,
+						"items are separated by commas, not semicolons");
+	for (const char *c = item; c + 3 <= end; c++)
+		if (memcmp(c, "://", 3) == 0)
+			return bad_item(errbuf, errlen, item, len,
+							"a URL is not accepted: write host:port, without a scheme such as \"redis://\"");
+
 	if (item[0] == '[')
 	{
 		const char *close = memchr(item, ']', len);
