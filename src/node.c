@@ -132,6 +132,8 @@ typedef struct RedlockNode
 	Conn		conn;
 	int			handshake_owed; /* handshake replies not yet read */
 	bool		failed_recently;	/* its last call failed; no reply since */
+	bool		down;			/* failed since its last reply */
+	bool		reported_down;	/* a WARNING said so; no LOG said it answers again */
 	bool		handshake_verified; /* a handshake of this set succeeded there */
 	OwedReply  *queued;			/* commands to send once the handshake is done */
 	int			nqueued;
@@ -432,6 +434,18 @@ conn_get_reply(Conn *conn, void **reply)
 	}
 }
 
+/*
+ * After a protocol error on conn: hiredis' text (e.g. 'Protocol error, got "H" as reply
+ * type byte') and what it most likely means.
+ */
+static void
+conn_protocol_reason(const Conn *conn, char *reason, size_t reasonlen)
+{
+	snprintf(reason, reasonlen,
+			 "%s: not the Redis protocol (is a Redis master listening on this port%s?)",
+			 conn->ctx->errstr, conn->tls ? "" : ", without TLS");
+}
+
 /* After a failed read or write on conn: OpenSSL's reason when it has one, else hiredis'. */
 static void
 conn_io_reason(const Conn *conn, char *reason, size_t reasonlen)
@@ -603,9 +617,51 @@ node_close(RedlockNodeSet *set, RedlockNode *node)
 static void
 node_note_error(RedlockNode *node, const char *error)
 {
+	node->down = true;
 	node->figures.errors++;
 	strlcpy(node->figures.last_error, error, sizeof(node->figures.last_error));
 	node->figures.last_error_at = GetCurrentTimestamp();
+}
+
+/*
+ * Says once per change of a master's state that it stopped or resumed answering, while
+ * a quorum of set still answers: then nothing else shows a dead master (the calls
+ * succeed), and without a quorum the caller's 08006 names every failed master.  A
+ * WARNING when it stops (the session and the server log), a LOG when it answers again.
+ * Per backend, as the state it reads (redlock_nodes()).
+ */
+static void
+set_report_changes(RedlockNodeSet *set)
+{
+	int			answering = 0;
+	char		name[REDLOCK_NODE_NAME_LEN];
+
+	if (in_error_recursion_trouble())
+		return;
+	for (int i = 0; i < set->count; i++)
+		if (!set->nodes[i].down)
+			answering++;
+	if (answering < set->quorum)
+		return;
+	for (int i = 0; i < set->count; i++)
+	{
+		RedlockNode *node = &set->nodes[i];
+
+		if (node->down == node->reported_down)
+			continue;
+		node->reported_down = node->down;
+		redlock_node_addr_name(&node->addr, name, sizeof(name));
+		if (node->down)
+			ereport(WARNING,
+					(errmsg("Redis master \"%s\" is not answering", name),
+					 errdetail_internal("%s", node->figures.last_error),
+					 errhint("Locks are still taken while %d of the %d masters answer; "
+							 "redlock_nodes() shows each master's state.",
+							 set->quorum, set->count)));
+		else
+			ereport(LOG,
+					(errmsg("Redis master \"%s\" answers again", name)));
+	}
 }
 
 /* Closes every connection of set and frees it. */
@@ -1031,7 +1087,7 @@ redlock_conn_next_reply(RedlockConn *conn, void **reply, char *why, size_t whyle
 			conn_io_reason(&conn->conn, why, whylen);
 			break;
 		case CONN_REPLY_PROTOCOL_ERROR:
-			strlcpy(why, conn->conn.ctx->errstr, whylen);
+			conn_protocol_reason(&conn->conn, why, whylen);
 			break;
 	}
 	redlock_conn_failed(conn, why);
@@ -1462,7 +1518,8 @@ node_read(CallState *cs, int i)
 				node_fail_io(cs, i);
 				return;
 			case CONN_REPLY_PROTOCOL_ERROR:
-				node_fail(cs, i, node->conn.ctx->errstr);
+				conn_protocol_reason(&node->conn, why, sizeof(why));
+				node_fail(cs, i, why);
 				return;
 			case CONN_REPLY_OK:
 				break;
@@ -1528,6 +1585,7 @@ node_read(CallState *cs, int i)
 			continue;
 		}
 		node->figures.replies++;
+		node->down = false;
 
 		if (c < 0 || !CALL_AWAITING(cs, c, i))
 		{
@@ -1962,4 +2020,5 @@ redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncomm
 		node_start_call(&cs, i);
 	wait_for_nodes(&cs, cleanup);
 	pfree(cs.awaiting);
+	set_report_changes(set);
 }
