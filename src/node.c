@@ -133,6 +133,7 @@ typedef struct RedlockNode
 	int			handshake_owed; /* handshake replies not yet read */
 	bool		failed_recently;	/* its last call failed; no reply since */
 	bool		down;			/* failed since its last reply */
+	int			down_calls;		/* calls in a row that a quorum answered and it did not */
 	bool		reported_down;	/* a WARNING said so; no LOG said it answers again */
 	bool		handshake_verified; /* a handshake of this set succeeded there */
 	OwedReply  *queued;			/* commands to send once the handshake is done */
@@ -628,7 +629,10 @@ node_note_error(RedlockNode *node, const char *error)
  * a quorum of set still answers: then nothing else shows a dead master (the calls
  * succeed), and without a quorum the caller's 08006 names every failed master.  A
  * WARNING when it stops (the session and the server log), a LOG when it answers again.
- * Per backend, as the state it reads (redlock_nodes()).
+ * A master counts as stopped once it failed two such calls in a row: the first call
+ * after a master came back can still fail it for what an earlier call left (a connect
+ * begun while it was down, replies owed from before a freeze), and the next call reads
+ * its answer.  Per backend, as the state it reads (redlock_nodes()).
  */
 static void
 set_report_changes(RedlockNodeSet *set)
@@ -647,7 +651,8 @@ set_report_changes(RedlockNodeSet *set)
 	{
 		RedlockNode *node = &set->nodes[i];
 
-		if (node->down == node->reported_down)
+		node->down_calls = node->down ? node->down_calls + 1 : 0;
+		if (node->reported_down ? node->down : node->down_calls < 2)
 			continue;
 		node->reported_down = node->down;
 		redlock_node_addr_name(&node->addr, name, sizeof(name));

@@ -1,6 +1,8 @@
 # Faults: masters killed (SIGKILL) or frozen (SIGSTOP).  A majority of 5 keeps locks
 # working; without one, acquire fails fast with SQLSTATE 08006 naming the nodes; a
 # frozen master costs no more than the per-request timeout; restarted masters serve again.
+# A master that stops answering while a quorum still does is a WARNING once, and its
+# return a LOG line once; a master that is not Redis is named as such.
 
 use strict;
 use warnings;
@@ -8,6 +10,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IO::Socket::INET;
 
 use RedisMasters;
 
@@ -39,13 +42,20 @@ $redis->kill9(0);
 $redis->kill9(1);
 ($out, $err, $secs) = sql($s, "SELECT redlock_acquire('two-down', 30000)");
 is($out, 't', 'acquire succeeds with 2 of 5 masters killed');
+my $warnings = $err;
 is($redis->holding('two-down', 3), 3, 'the 3 live masters hold the key');
 ($out) = sql($s, "SELECT nodes FROM redlock_locks() WHERE resource = 'two-down'");
 is($out, '3', 'redlock_locks().nodes counts the 3 masters that accepted');
-($out) = sql($s, "SELECT redlock_extend('two-down', 60000)");
+($out, $err) = sql($s, "SELECT redlock_extend('two-down', 60000)");
 is($out, 't', 'extend succeeds with 3 of 5');
-($out) = sql($s, "SELECT redlock_release('two-down')");
+$warnings .= $err;
+# Issue 25, item 12: while a quorum answers, nothing else shows a dead master.  A master
+# counts as stopped once it failed two calls in a row (here the acquire and the extend).
+is_deeply([ sort($warnings =~ /WARNING:\s+(?:01000: )?Redis master "127\.0\.0\.1:(\d+)" is not answering/g) ],
+	[ sort @ports[ 0, 1 ] ], '... and the two calls warn once about each of the 2 dead masters');
+($out, $err) = sql($s, "SELECT redlock_release('two-down')");
 is($out, 't', 'release succeeds with 3 of 5');
+unlike($err, qr/is not answering/, '... without warning again about the same dead masters');
 is($redis->holding('two-down', 0), 0, 'keys gone from the live masters');
 
 # The same in a new backend, which must connect to all masters from scratch.
@@ -86,6 +96,21 @@ $redis->restart($_) for 0 .. 2;
 ($out, $err) = sql($s, "SELECT redlock_acquire('restarted', 30000)");
 is($out, 't', 'acquire succeeds again after restarting the killed masters');
 is($err, '', '... without error');
+# A master's return is noticed by the call that reads its reply (a late one, maybe the
+# next call's): a few more calls, then the server log says it once per master.
+sub answers_again
+{
+	my ($i) = @_;
+	my $n = () = slurp_file($node->logfile) =~ /LOG:  Redis master "127\.0\.0\.1:$ports[$i]" answers again/g;
+	return $n;
+}
+RedisMasters::wait_until(10,
+	sub {
+		sql($s, "SELECT redlock_acquire('recovery', 30000); SELECT redlock_release('recovery')");
+		return answers_again(0) && answers_again(1);
+	});
+is(answers_again($_), 1, "the server log says once that master $_ (reported down) answers again")
+  for 0 .. 1;
 is($redis->holding('restarted', 5), 5, 'all 5 masters hold the key again');
 sql($s, "SELECT redlock_release('restarted')");
 is($redis->holding('restarted', 0), 0, 'released everywhere');
@@ -126,6 +151,34 @@ is($redis->holding('thawed', 0), 0, 'released everywhere');
 my @left = grep { $_ ne '' } map { split /\n/ } $redis->redis_all('KEYS', '*');
 ok(!(grep { !/^(frozen-one|frozen-new|frozen-three)$/ } @left),
 	'no unexpected keys left on the masters') or diag "left: @left";
+
+# --- a master that is not Redis (an HTTP server's answer): the warning says so ---
+
+my $fake = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 5,
+	ReuseAddr => 1) or die "listen: $!";
+my $fake_port = $fake->sockport;
+my $fake_pid = fork() // die "fork: $!";
+if ($fake_pid == 0)
+{
+	while (my $c = $fake->accept)
+	{
+		my $buf;
+		sysread($c, $buf, 4096);
+		print $c "HTTP/1.1 400 Bad Request\r\n\r\n";
+		close $c;
+	}
+	exit 0;
+}
+close $fake;
+($out, $err) = sql($s, "SET redlock.servers = '" . $redis->servers_guc . ",127.0.0.1:$fake_port'; "
+	  . "SELECT redlock_acquire('not-redis', 30000)");
+is($out, 't', 'a sixth master that is an HTTP server: 5 of 6 still make a quorum');
+my ($out2, $err2) = sql($s, "SELECT redlock_release('not-redis')");
+like("$err$err2", qr/Redis master "127\.0\.0\.1:$fake_port" is not answering\n.*Protocol error, got "H" as reply type byte: not the Redis protocol \(is a Redis master listening on this port, without TLS\?\)/,
+	"... and the warning explains hiredis' protocol error");
+sql($s, "RESET redlock.servers");
+kill 'KILL', $fake_pid;
+waitpid($fake_pid, 0);
 
 $s->quit;
 RedisMasters::no_crash($node);
