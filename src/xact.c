@@ -99,6 +99,14 @@ release_at_exit(void *arg pg_attribute_unused())
  * lock taken with redlock.cancel_on_loss was lost or run out becomes visible, at
  * commit or at PREPARE TRANSACTION.
  */
+/*
+ * What to do once a loss stopped the work, true of either scope: the aborted
+ * transaction already let go of what it acquired (a transaction-scoped lock, or a
+ * session lock taken in it), so only a session hold from before it is left to release.
+ */
+#define REDLOCK_HINT_AFTER_LOSS \
+	"Acquire the lock again before running the work again; a session-scoped hold taken before this transaction is still to be let go of with redlock_release() first."
+
 static void
 refuse_lost_leases(void)
 {
@@ -110,7 +118,8 @@ refuse_lost_leases(void)
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("lock on resource \"%s\" was lost during this transaction", resource),
 				 errdetail("The redlock background worker could not keep it alive: %s.", reason),
-				 errhint("Release the lock with redlock_release() and run the work again once it is acquired anew, or turn redlock.cancel_on_loss off before acquiring it to let such transactions commit.")));
+				 errhint("%s Or turn redlock.cancel_on_loss off before acquiring it to let such transactions commit.",
+						 REDLOCK_HINT_AFTER_LOSS)));
 }
 
 static void
@@ -196,7 +205,7 @@ explain_cancel(ErrorData *edata)
 									  resource);
 			edata->detail = psprintf("The redlock background worker could not keep it alive: %s.",
 									 reason);
-			edata->hint = pstrdup("The lock is no longer held; release it, and run the work again once it is acquired anew.");
+			edata->hint = pstrdup(REDLOCK_HINT_AFTER_LOSS);
 		}
 	}
 }

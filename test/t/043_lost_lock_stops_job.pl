@@ -16,7 +16,8 @@
 # - PREPARE TRANSACTION with an auto-extended session lock held but nothing acquired in
 #   the transaction is allowed; after the lock was lost, it is refused;
 # - a loss found while the owner waits in redlock_extend: the transaction does not commit;
-# - one role cannot take every entry of the registry (max_auto_extended_locks_per_role).
+# - one role cannot take every entry of the registry (max_auto_extended_locks_per_role);
+# - the hint after a loss holds for a transaction-scoped lock (nothing left to release).
 # Each case also checks that the scenario is real (another session held the lock, or the
 # worker really stalled), so that a pass means the guard acted, not that nothing happened.
 
@@ -321,6 +322,32 @@ is($out, 't', '... while another role still takes one');
 sql($owner, "SELECT redlock_release('other-role')");
 sql($jobs, "SELECT redlock_release('role-' || i) FROM generate_series(1, 3) i");
 $jobs->quit;
+
+# --- 10. the hint after a loss holds for a transaction-scoped lock too (issue 25) ---
+# It said "release it" (or "Release the lock with redlock_release()"): the aborted
+# transaction had already let go of the lock, and the release then warned "not held".
+
+sql($owner, "BEGIN; SELECT redlock_xact_acquire('xact-hint', 800)");
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+ok(rival_takes('xact-hint'), 'worker stopped, a transaction-scoped lock: the rival takes it');
+$err = finish_xact("INSERT INTO work VALUES ('xact-hint', 1)");
+kill 'CONT', $wpid;
+like($err, lost_error('xact-hint'), "... the owner's transaction does not commit");
+my ($hint) = $err =~ /ERROR:[^\n]*was lost[^\n]*\n(?:[^\n]*\n)*?HINT:\s+([^\n]*)/;
+ok(defined $hint, '... and the error has a hint') or $hint = '';
+($out) = sql($owner, "SELECT count(*) FROM redlock_locks() WHERE resource = 'xact-hint'");
+is($out, '0', '... the aborted transaction let go of the lock');
+if ($hint =~ /\b(?:release it|release the lock)\b/i)
+{
+	($out, $err) = sql($owner, "SELECT redlock_release('xact-hint')");
+	unlike($err, qr/WARNING/, "... so releasing it, as the hint says, must not warn: $hint");
+}
+else
+{
+	like($hint, qr/Acquire the lock again/, '... and the hint tells to acquire it again, not to release it');
+}
+rival_releases('xact-hint');
 
 $owner->quit;
 RedisMasters::no_crash($_) for $node, $rival;
