@@ -3,6 +3,7 @@
 #
 # rl_install_deps installs the Debian packages with apt-get, and does nothing when they
 # are all installed already, so that reruns stay quick.  Must run as root.
+# rl_install_demo_deps does the same for test/demo's shorter list.
 # rl_install_missing WHO PKG... does the same for any list (test/deb, test/matrix,
 # test/fuzz/run, test/model/run), WHO naming the caller in what it prints.
 # RL_PG_MAJOR (default 15, Debian 12's) picks the PostgreSQL version: test/matrix sets 17
@@ -17,6 +18,15 @@ RL_DEB_PACKAGES=(
 	libhiredis-dev libssl-dev openssl redis-server redis-tools
 	libipc-run-perl perl
 	pgbouncer
+)
+
+# What test/demo uses, and nothing more (no pgbouncer, whose package starts a service, no
+# pg_cron): building (make, gcc, libc6-dev, the server headers, hiredis) and running
+# (PostgreSQL, redis-server, redis-cli).  test/readme/run checks that each is used.
+RL_DEMO_PACKAGES=(
+	make gcc libc6-dev
+	"postgresql-$RL_PG_MAJOR" "postgresql-server-dev-$RL_PG_MAJOR"
+	libhiredis-dev redis-server redis-tools
 )
 
 # Installs those of the packages PKG... that are not installed (apt-get update first),
@@ -47,6 +57,12 @@ rl_install_missing()
 rl_install_deps()
 {
 	rl_install_missing deps "${RL_DEB_PACKAGES[@]}"
+}
+
+# Installs test/demo's packages, unless they are all there already.
+rl_install_demo_deps()
+{
+	rl_install_missing demo "${RL_DEMO_PACKAGES[@]}"
 }
 
 # node and npm, for test/t/020_interop.pl (node-redlock, installed by the test with npm ci).
