@@ -39,7 +39,8 @@ REGRESS_OPTS = --load-extension=redlock
 EXTRA_CLEAN = results regression.diffs regression.out tmp_check
 
 # TAP suites (test/t/*.pl, helpers in test/lib): `make prove_installcheck` against the
-# installed extension; each test starts its own Redis masters and clusters.  Not wired
+# installed extension, as an ordinary user (initdb refuses root; it says so); each test
+# starts its own Redis masters and clusters.  PROVE_TESTS picks files (README).  Not wired
 # into `installcheck` (TAP_TESTS), which runs the pg_regress suites only: test/run runs
 # those twice (without and with the library preloaded) and the TAP suites once.
 PROVE_TESTS ?= $(sort $(wildcard test/t/*.pl))
@@ -62,6 +63,10 @@ override CPPFLAGS := $(patsubst -I%,-isystem %,$(filter -I$(includedir)%,$(CPPFL
 # all three, so that every version keeps data and logs, absolute, under tmp_check.
 .PHONY: prove_installcheck
 prove_installcheck:
+	@if [ "$$(id -u)" = 0 ]; then \
+		echo "prove_installcheck: run it as an ordinary user: the TAP suites run initdb, which refuses root (e.g. runuser -u postgres -- make prove_installcheck)" >&2; \
+		exit 1; \
+	fi
 	rm -rf '$(CURDIR)'/tmp_check
 	$(MKDIR_P) '$(CURDIR)'/tmp_check
 	cd $(srcdir) && TESTDIR='$(CURDIR)' TESTDATADIR='$(CURDIR)/tmp_check' \
