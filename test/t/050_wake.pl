@@ -64,6 +64,11 @@ sub subscribed
 	return RedisMasters::wait_until(10, sub { !grep { $_ ne $n } numsub($resource) });
 }
 
+sub busy
+{
+	return $node->safe_psql('postgres', 'SELECT busy FROM redlock_stats()');
+}
+
 # Starts WAITER's acquire of RESOURCE and returns once it is waiting and the worker has
 # subscribed to the lock's release channel on every master.
 sub start_wait
@@ -109,8 +114,10 @@ my $wpid = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
 sql($holder, "SELECT redlock_acquire('catch-up', 60000)");
 kill 'STOP', $wpid;
+my $busy = busy();
 $waiter->start("SELECT redlock_acquire('catch-up', 60000, 20000)");
-ok(RedisMasters::wait_until(10, sub { waiting() eq '1' }), 'a waiter for "catch-up" is registered');
+ok(RedisMasters::wait_until(10, sub { waiting() eq '1' && busy() > $busy }),
+	'a waiter for "catch-up" is registered, and its first attempt was refused');
 sql($holder, "SELECT redlock_release('catch-up')");
 is(join(',', numsub('catch-up')), join(',', (0) x 5), '... and released before anyone subscribed');
 $t_release = time;
