@@ -40,6 +40,7 @@
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
+#include "port/pg_bitutils.h"
 #include "storage/latch.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -122,16 +123,6 @@ subs_quorum(void)
 	return Min(redlock_quorum_for(redlock_quorum, nsubs), nsubs);
 }
 
-static int
-popcount64(uint64 mask)
-{
-	int			n = 0;
-
-	for (; mask; mask &= mask - 1)
-		n++;
-	return n;
-}
-
 static void
 sub_close(Subscriber *sub, double retry_after_ms)
 {
@@ -152,7 +143,7 @@ sub_close(Subscriber *sub, double retry_after_ms)
 	{
 		ch->sent &= ~bit;
 		ch->confirmed &= ~bit;
-		if (popcount64(ch->confirmed) < subs_quorum())
+		if (pg_popcount64(ch->confirmed) < subs_quorum())
 			ch->caught_up = false;	/* releases may go unannounced: catch up again */
 	}
 }
@@ -306,7 +297,7 @@ sub_confirmed(Subscriber *sub, const char *name, size_t len)
 	if (ch == NULL || !(ch->sent & (UINT64CONST(1) << sub->node)))
 		return;					/* unsubscribed since */
 	ch->confirmed |= UINT64CONST(1) << sub->node;
-	if (!ch->caught_up && popcount64(ch->confirmed) >= subs_quorum())
+	if (!ch->caught_up && pg_popcount64(ch->confirmed) >= subs_quorum())
 	{
 		ch->caught_up = true;
 		redlock_registry_catch_up(CHANNEL_KEY(ch), len - CHANNEL_PREFIX_LEN);
