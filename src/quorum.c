@@ -30,12 +30,13 @@
 
 /*
  * Spec §2: delete the key only while it still holds our token; then tell waiters on
- * the release channel (the message is the key), so that they retry at once.
+ * the key's own release channel (the message is the key), so that they retry at once.
+ * Only clusters with a backend waiting for that key subscribe to it (subscription.c).
  */
 static RedlockScript release_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
 	"local n = redis.call(\"del\", KEYS[1]) "
-	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL "\", KEYS[1]) "
+	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1]) "
 	"return n else return 0 end",
 	.redeliver = true
 };

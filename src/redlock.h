@@ -328,8 +328,12 @@ typedef struct RedlockKeyToken
 extern void redlock_new_token(char *token);
 extern bool redlock_ttl_leaves_validity(int ttl_ms);
 extern double redlock_validity_bound_ms(int ttl_ms);
-/* The channel releases are announced on (the message is the key): see Wire format. */
-#define REDLOCK_RELEASE_CHANNEL "redlock:released"
+/*
+ * Releases are announced on a channel of their own key, this prefix followed by the key
+ * (the message is the key): a PUBLISH that nobody subscribed to delivers nothing, so a
+ * release costs no message unless some cluster waits for that very key.  See Wire format.
+ */
+#define REDLOCK_RELEASE_CHANNEL_PREFIX "redlock:released:"
 
 extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token,
 								   int ttl_ms, int wait_ms, pg_atomic_uint64 *wakeups,
@@ -438,6 +442,9 @@ extern void redlock_registry_wait_end(void);
 /* Added to a waiter's wake-up counter (which counts in its low 32 bits) by a direct wake. */
 #define REDLOCK_WAKEUP_DIRECT	(UINT64CONST(1) << 32)
 extern int	redlock_registry_wake(const char *key, size_t len, bool direct);
+extern void redlock_registry_catch_up(const char *key, size_t len);
+extern void redlock_registry_waited_keys(void (*fn) (const char *key, size_t len, void *arg),
+										 void *arg);
 extern int	redlock_registry_waiting(void);
 
 /* ---- the background worker: worker.c, and its subscriptions: subscription.c ---- */

@@ -25,10 +25,12 @@
  * One LWLock guards everything; nobody holds it across network waits or anything that
  * may raise.  Owners wait for the worker's answers on a condition variable.
  *
- * Beside the locks, one waiter slot per backend (by PGPROC number): the hash of the key
- * a backend is waiting to acquire, and a counter that a release announcement for that
- * key bumps (setting the waiter's latch).  Atomics, no lock: a torn or stale read only
- * costs a spurious wake-up or one ordinary retry delay.
+ * Beside the locks, one waiter slot per backend (by PGPROC number): the key a backend is
+ * waiting to acquire and its hash, and a counter that a release announcement for that
+ * key bumps (setting the waiter's latch).  The worker reads the keys to subscribe to
+ * their release channels while someone waits (subscription.c).  Atomics and barriers,
+ * no lock: a torn or stale read only costs a spurious wake-up or one ordinary retry
+ * delay.
  *
  *-------------------------------------------------------------------------
  */
@@ -111,6 +113,8 @@ typedef struct RegistryWaiter
 	pg_atomic_uint64 wakeups;
 	pg_atomic_uint64 woken_at_us;	/* when last woken (redlock_clock_ms() * 1000) */
 	pg_atomic_uint64 since_us;	/* when this wait began (likewise) */
+	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];	/* written before key_hash; "" when
+													 * too long to keep (the wait polls) */
 } RegistryWaiter;
 
 /* The last wake-up of a key, in a small table of recent ones (by hash). */
@@ -175,6 +179,7 @@ registry_shmem_startup(void)
 			pg_atomic_init_u64(&waiters[i].wakeups, 0);
 			pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
 			pg_atomic_init_u64(&waiters[i].since_us, 0);
+			waiters[i].key[0] = '\0';
 		}
 	}
 	recent_wakes = ShmemInitStruct("redlock recent wakes", sizeof(RecentWake) * RECENT_WAKES,
@@ -863,17 +868,19 @@ waiter_clear_at_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unus
 /*
  * redlock_registry_wait_begin
  *		Announces that this backend is waiting to acquire key, so that a release of it
- *		wakes it (redlock_registry_wake).  Returns the counter such a release bumps, or
- *		NULL when there is no registry (not preloaded): the wait then polls.  Sets
- *		*behind to whether another backend of this cluster already waits for key (it is
- *		woken first).  Pair with redlock_registry_wait_end (also run at exit).  Raises
- *		nothing.
+ *		wakes it (redlock_registry_wake), and nudges the worker to subscribe to key's
+ *		release channel unless another waiter of this cluster has it subscribed already.
+ *		Returns the counter such a release bumps, or NULL when there is no registry (not
+ *		preloaded): the wait then polls.  Sets *behind to whether another backend of this
+ *		cluster already waits for key (it is woken first).  Pair with
+ *		redlock_registry_wait_end (also run at exit).  Raises nothing.
  */
 pg_atomic_uint64 *
 redlock_registry_wait_begin(const char *key, bool *behind)
 {
 	RegistryWaiter *w;
 	uint64		h;
+	size_t		len = strlen(key);
 
 	*behind = false;
 	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
@@ -883,12 +890,19 @@ redlock_registry_wait_begin(const char *key, bool *behind)
 		before_shmem_exit(waiter_clear_at_exit, (Datum) 0);
 		waiter_exit_registered = true;
 	}
-	h = key_hash(key, strlen(key));
+	h = key_hash(key, len);
 	for (int i = 0; i < MaxBackends && !*behind; i++)
 		*behind = i != redlock_my_proc_number() && pg_atomic_read_u64(&waiters[i].key_hash) == h;
 	w = &waiters[redlock_my_proc_number()];
 	pg_atomic_write_u64(&w->since_us, (uint64) (redlock_clock_ms() * 1000.0));
+	if (len <= REDLOCK_REGISTRY_KEY_LEN)
+		memcpy(w->key, key, len + 1);
+	else
+		w->key[0] = '\0';
+	pg_write_barrier();			/* the worker checks the key against key_hash */
 	pg_atomic_write_u64(&w->key_hash, h);
+	if (!*behind)
+		wake_worker();
 	return &w->wakeups;
 }
 
@@ -902,6 +916,71 @@ redlock_registry_wait_end(void)
 	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
 		return;
 	pg_atomic_write_u64(&waiters[redlock_my_proc_number()].key_hash, 0);
+}
+
+/*
+ * redlock_registry_waited_keys
+ *		Calls fn(key, len, arg) once for each backend waiting for a busy lock now, with
+ *		the key it waits for (a key waited for by several backends comes once per
+ *		backend).  A slot read while its backend rewrites it is skipped: the read key
+ *		must hash to the hash read before and after it.  For the worker's subscriptions;
+ *		fn must not raise.  Raises nothing.
+ */
+void
+redlock_registry_waited_keys(void (*fn) (const char *key, size_t len, void *arg), void *arg)
+{
+	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];
+
+	if (waiters == NULL)
+		return;
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		uint64		h = pg_atomic_read_u64(&waiters[i].key_hash);
+		size_t		len;
+
+		if (h == 0)
+			continue;
+		pg_read_barrier();
+		memcpy(key, waiters[i].key, sizeof(key));	/* not strlcpy: it may be mid-write */
+		key[sizeof(key) - 1] = '\0';
+		pg_read_barrier();
+		len = strlen(key);
+		if (len == 0 || pg_atomic_read_u64(&waiters[i].key_hash) != h ||
+			key_hash(key, len) != h)
+			continue;
+		fn(key, len, arg);
+	}
+}
+
+/* The backend that has waited longest for the key of hash h, or -1 when none waits. */
+static int
+waiter_oldest(uint64 h)
+{
+	int			oldest = -1;
+	uint64		oldest_since = PG_UINT64_MAX;
+
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		uint64		since;
+
+		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
+			continue;
+		since = pg_atomic_read_u64(&waiters[i].since_us);
+		if (since < oldest_since)
+		{
+			oldest = i;
+			oldest_since = since;
+		}
+	}
+	return oldest;
+}
+
+/* Bumps waiter i's counter (with REDLOCK_WAKEUP_DIRECT if direct) and sets its latch. */
+static void
+waiter_wake(int i, bool direct)
+{
+	pg_atomic_fetch_add_u64(&waiters[i].wakeups, direct ? REDLOCK_WAKEUP_DIRECT + 1 : 1);
+	SetLatch(&ProcGlobal->allProcs[i].procLatch);
 }
 
 /*
@@ -927,8 +1006,7 @@ redlock_registry_wake(const char *key, size_t len, bool direct)
 {
 	uint64		h;
 	uint64		now_us = (uint64) (redlock_clock_ms() * 1000.0);
-	int			oldest = -1;
-	uint64		oldest_since = PG_UINT64_MAX;
+	int			oldest;
 	uint64		last_us;
 	RecentWake *recent;
 
@@ -940,20 +1018,10 @@ redlock_registry_wake(const char *key, size_t len, bool direct)
 		now_us - pg_atomic_read_u64(&recent->at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
 		return 0;
 	for (int i = 0; i < MaxBackends; i++)
-	{
-		uint64		since;
-
-		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
-			continue;
-		if (now_us - pg_atomic_read_u64(&waiters[i].woken_at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
+		if (pg_atomic_read_u64(&waiters[i].key_hash) == h &&
+			now_us - pg_atomic_read_u64(&waiters[i].woken_at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
 			return 0;
-		since = pg_atomic_read_u64(&waiters[i].since_us);
-		if (since < oldest_since)
-		{
-			oldest = i;
-			oldest_since = since;
-		}
-	}
+	oldest = waiter_oldest(h);
 	if (oldest < 0)
 		return 0;
 	last_us = pg_atomic_read_u64(&waiters[oldest].woken_at_us);
@@ -961,10 +1029,30 @@ redlock_registry_wake(const char *key, size_t len, bool direct)
 		return 0;				/* another process woke it just now */
 	pg_atomic_write_u64(&recent->at_us, now_us);
 	pg_atomic_write_u64(&recent->key_hash, h);
-	pg_atomic_fetch_add_u64(&waiters[oldest].wakeups, direct ? REDLOCK_WAKEUP_DIRECT + 1 : 1);
-	SetLatch(&ProcGlobal->allProcs[oldest].procLatch);
+	waiter_wake(oldest, direct);
 	redlock_stats_count(REDLOCK_STAT_WAKEUPS);
 	return 1;
+}
+
+/*
+ * redlock_registry_catch_up
+ *		Key's release channel has just been subscribed to on a quorum of masters: wakes
+ *		the backend of this cluster that has waited longest for key, to try once more.
+ *		A release made between its last attempt and the subscription was announced to
+ *		nobody; this retry finds the lock free instead of waiting a retry delay.  Not a
+ *		release: no dedup record is left, so that a release announced just after still
+ *		wakes the waiter.  Raises nothing.
+ */
+void
+redlock_registry_catch_up(const char *key, size_t len)
+{
+	int			oldest;
+
+	if (waiters == NULL)
+		return;
+	oldest = waiter_oldest(key_hash(key, len));
+	if (oldest >= 0)
+		waiter_wake(oldest, false);
 }
 
 /*

@@ -2,36 +2,47 @@
  *
  * subscription.c
  *	  The background worker's subscriptions to release announcements: one connection
- *	  per master of redlock.servers, subscribed to the release channel, whose messages
- *	  (the released keys) wake the backends waiting for those keys.
+ *	  per master of redlock.servers, subscribed to the release channel of each key that
+ *	  a backend of this cluster waits for, and only while one does.  A message (the
+ *	  released key) wakes the backend that waits longest for it.
  *
- * The release script publishes the key it deleted on REDLOCK_RELEASE_CHANNEL, on each
- * master that deleted it.  So that a waiter does not need a subscribed connection of
- * its own to every master, the worker holds one per master for the whole cluster and
- * wakes the backend that waits longest for the key (registry.c).  Each master that
- * deleted the key announces the release: the waiter is woken once a quorum of them has
- * (sooner, the key could still be on a majority), and the rest are ignored.
+ * The release script publishes the key it deleted on the key's own channel
+ * (REDLOCK_RELEASE_CHANNEL_PREFIX followed by the key), on each master that deleted it.
+ * A PUBLISH that nobody subscribed to delivers nothing, so a release costs no message
+ * to a cluster where nobody waits for that key, whatever the number of clusters.  A
+ * waiter writes its key on the waiter board and sets our latch (registry.c); we
+ * subscribe on every master, keep the subscription while anyone waits for the key and
+ * CHANNEL_LINGER_MS after, then unsubscribe.  A release made after a waiter's last
+ * attempt but before the subscription took effect is announced to nobody: when a
+ * quorum of masters has confirmed a subscription, the oldest waiter is woken to try
+ * once more (redlock_registry_catch_up).  Each master that deleted the key announces
+ * the release: the waiter is woken once a quorum of them has (sooner, the key could
+ * still be on a majority), and the rest are ignored.
  *
  * The connections are opened by node.c's connection code, the one every connection to
  * a master goes through (redlock_conn_open): TLS as redlock.tls says (in a build
  * without TLS, with redlock.tls on, they fail before anything is sent in clear), then
- * AUTH and SELECT, then SUBSCRIBE.  A connect (and TLS handshake) gets
- * redlock.connect_timeout, the subscription's confirmation redlock.timeout after it.
+ * AUTH and SELECT, then the subscriptions.  A connect (and TLS handshake) gets
+ * redlock.connect_timeout, each subscription's confirmation redlock.timeout.
  *
  * Nothing here is needed for safety: a lost message, a dropped connection or a master
  * that restarts only make a waiter wait its ordinary retry delay.  A connection that
- * fails is opened again a second later; a change of the worker's configuration
- * (redlock.servers, credentials, database, TLS: a reload) re-subscribes with the new
- * one.  Idle subscriptions cost nothing but TCP keep-alives.  Only the worker's own
- * configuration is covered: a waiter whose session set other servers polls.
+ * fails is opened again a second later and subscribes again; a change of the worker's
+ * configuration (redlock.servers, credentials, database, TLS: a reload) re-subscribes
+ * with the new one.  Only the worker's own configuration is covered: a waiter whose
+ * session set other servers polls.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "common/hashfn.h"
 #include "miscadmin.h"
+#include "port/pg_bitutils.h"
 #include "storage/latch.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
@@ -41,6 +52,8 @@
 #include "redlock.h"
 
 #define RESUBSCRIBE_DELAY_MS 1000
+#define CHANNEL_LINGER_MS 1000	/* keep a channel this long after its last waiter left */
+#define CHANNEL_PREFIX_LEN (sizeof(REDLOCK_RELEASE_CHANNEL_PREFIX) - 1)
 
 /*
  * A subscription to master node of subs_set.  When conn is NULL it is closed and only
@@ -50,11 +63,28 @@ typedef struct Subscriber
 {
 	int			node;
 	RedlockConn *conn;
-	bool		subscribed;		/* the master confirmed the subscription */
-	double		deadline_ms;	/* until subscribed: when to give up on this connection */
+	int			owed;			/* subscriptions sent but not yet confirmed */
+	double		deadline_ms;	/* connecting, or owed > 0: when to give up on it */
 	uint32		event_mask;		/* socket events registered in wait_set */
 	double		retry_at_ms;	/* when closed: when to open it again */
 } Subscriber;
+
+/*
+ * The release channel of a key that a backend waits for (or did, less than
+ * CHANNEL_LINGER_MS ago), by the key's hash.  sent and confirmed are masks of masters
+ * (by node number) since their connection opened.
+ */
+typedef struct Channel
+{
+	uint64		hash;			/* the hash table's key */
+	char		name[CHANNEL_PREFIX_LEN + REDLOCK_REGISTRY_KEY_LEN + 1];
+	double		wanted_at_ms;	/* when a backend was last seen waiting for it */
+	uint64		sent;			/* masters sent SUBSCRIBE */
+	uint64		confirmed;		/* masters that confirmed it */
+	bool		caught_up;		/* the quorum's confirmation woke a waiter */
+} Channel;
+
+#define CHANNEL_KEY(ch) ((ch)->name + CHANNEL_PREFIX_LEN)
 
 /*
  * Announcements of recent releases, counted by key: one release is announced by each
@@ -76,20 +106,46 @@ static Announced announced[ANNOUNCED_SLOTS];
 static Subscriber subs[REDLOCK_MAX_NODES];
 static int	nsubs = 0;
 static RedlockNodeSet *subs_set = NULL; /* the configuration subscribed to, pinned */
+static HTAB *channels = NULL;
 static WaitEventSet *wait_set = NULL;
 static bool wait_set_stale = true;
+
+static uint64
+channel_hash(const char *key, size_t len)
+{
+	return hash_bytes_extended((const unsigned char *) key, (int) len, 0);
+}
+
+/* How many masters must confirm a subscription, or announce a release. */
+static int
+subs_quorum(void)
+{
+	return Min(redlock_quorum_for(redlock_quorum, nsubs), nsubs);
+}
 
 static void
 sub_close(Subscriber *sub, double retry_after_ms)
 {
+	HASH_SEQ_STATUS seq;
+	Channel    *ch;
+	uint64		bit = UINT64CONST(1) << sub->node;
+
 	if (sub->conn)
 	{
 		redlock_conn_close(sub->conn);
 		sub->conn = NULL;
 		wait_set_stale = true;
 	}
-	sub->subscribed = false;
+	sub->owed = 0;
 	sub->retry_at_ms = redlock_clock_ms() + retry_after_ms;
+	hash_seq_init(&seq, channels);
+	while ((ch = hash_seq_search(&seq)) != NULL)
+	{
+		ch->sent &= ~bit;
+		ch->confirmed &= ~bit;
+		if (pg_popcount64(ch->confirmed) < subs_quorum())
+			ch->caught_up = false;	/* releases may go unannounced: catch up again */
+	}
 }
 
 static void
@@ -102,13 +158,42 @@ sub_fail(Subscriber *sub, const char *why)
 }
 
 /*
- * Opens sub's connection through node.c's connection code (TLS, AUTH and SELECT as
- * the worker's configuration says) and queues SUBSCRIBE behind its handshake.
+ * Queues one SUBSCRIBE on sub for every channel that it was not sent yet (behind the
+ * connection's handshake when it is still connecting).
  */
+static void
+sub_subscribe(Subscriber *sub)
+{
+	HASH_SEQ_STATUS seq;
+	Channel    *ch;
+	uint64		bit = UINT64CONST(1) << sub->node;
+	const char **argv;
+	int			argc = 1;
+
+	argv = palloc(sizeof(char *) * (hash_get_num_entries(channels) + 1));
+	argv[0] = "SUBSCRIBE";
+	hash_seq_init(&seq, channels);
+	while ((ch = hash_seq_search(&seq)) != NULL)
+		if (!(ch->sent & bit))
+		{
+			argv[argc++] = ch->name;
+			ch->sent |= bit;
+		}
+	if (argc > 1)
+	{
+		if (sub->owed == 0)
+			sub->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
+		sub->owed += argc - 1;
+		if (!redlock_conn_append(sub->conn, argc, argv))
+			sub_fail(sub, "out of memory");
+	}
+	pfree(argv);
+}
+
+/* Opens sub's connection through node.c's connection code, then subscribes. */
 static void
 sub_open(Subscriber *sub)
 {
-	const char *argv[2] = {"SUBSCRIBE", REDLOCK_RELEASE_CHANNEL};
 	char		why[REDLOCK_NODE_ERROR_LEN];
 
 	sub->conn = redlock_conn_open(subs_set, sub->node, why, sizeof(why));
@@ -118,10 +203,63 @@ sub_open(Subscriber *sub)
 		return;
 	}
 	wait_set_stale = true;
-	sub->subscribed = false;
+	sub->owed = 0;
 	sub->deadline_ms = redlock_clock_ms() + redlock_connect_timeout_ms;
-	if (!redlock_conn_append(sub->conn, 2, argv))
-		sub_fail(sub, "out of memory");
+	sub_subscribe(sub);
+}
+
+/* redlock_registry_waited_keys' callback: key is waited for now. */
+static void
+channel_want(const char *key, size_t len, void *arg)
+{
+	double		now = *(double *) arg;
+	uint64		h = channel_hash(key, len);
+	bool		found;
+	Channel    *ch = hash_search(channels, &h, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		memcpy(ch->name, REDLOCK_RELEASE_CHANNEL_PREFIX, CHANNEL_PREFIX_LEN);
+		memcpy(CHANNEL_KEY(ch), key, len + 1);
+		ch->sent = ch->confirmed = 0;
+		ch->caught_up = false;
+	}
+	ch->wanted_at_ms = now;
+}
+
+/*
+ * Follows the waiter board: adds the channels of keys waited for now and unsubscribes
+ * from those nobody waited for in CHANNEL_LINGER_MS.  Returns when the next of those
+ * falls due (a redlock_clock_ms() time), or INFINITY.
+ */
+static double
+channels_sync(double now)
+{
+	HASH_SEQ_STATUS seq;
+	Channel    *ch;
+	double		next = INFINITY;
+
+	redlock_registry_waited_keys(channel_want, &now);
+	hash_seq_init(&seq, channels);
+	while ((ch = hash_seq_search(&seq)) != NULL)
+	{
+		if (now - ch->wanted_at_ms < CHANNEL_LINGER_MS)
+		{
+			if (ch->wanted_at_ms < now)
+				next = Min(next, ch->wanted_at_ms + CHANNEL_LINGER_MS);
+			continue;
+		}
+		for (int i = 0; i < nsubs; i++)
+		{
+			const char *argv[2] = {"UNSUBSCRIBE", ch->name};
+
+			if (subs[i].conn && (ch->sent & (UINT64CONST(1) << i)) &&
+				!redlock_conn_append(subs[i].conn, 2, argv))
+				sub_fail(&subs[i], "out of memory");
+		}
+		hash_search(channels, &ch->hash, HASH_REMOVE, NULL);
+	}
+	return next;
 }
 
 /* Counts one master's announcement of key; wakes its waiters at the quorum-th. */
@@ -138,8 +276,32 @@ announce(const char *key, size_t len)
 		a->count = 0;
 		a->first_ms = now;
 	}
-	if (++a->count == Min(redlock_quorum_for(redlock_quorum, nsubs), nsubs))
+	if (++a->count == subs_quorum())
 		(void) redlock_registry_wake(key, len, false);
+}
+
+/* A master confirmed sub's subscription to channel name: catch up at the quorum's. */
+static void
+sub_confirmed(Subscriber *sub, const char *name, size_t len)
+{
+	uint64		h;
+	Channel    *ch;
+
+	if (sub->owed > 0)
+		sub->owed--;
+	if (len <= CHANNEL_PREFIX_LEN ||
+		strncmp(name, REDLOCK_RELEASE_CHANNEL_PREFIX, CHANNEL_PREFIX_LEN) != 0)
+		return;
+	h = channel_hash(name + CHANNEL_PREFIX_LEN, len - CHANNEL_PREFIX_LEN);
+	ch = hash_search(channels, &h, HASH_FIND, NULL);
+	if (ch == NULL || !(ch->sent & (UINT64CONST(1) << sub->node)))
+		return;					/* unsubscribed since */
+	ch->confirmed |= UINT64CONST(1) << sub->node;
+	if (!ch->caught_up && pg_popcount64(ch->confirmed) >= subs_quorum())
+	{
+		ch->caught_up = true;
+		redlock_registry_catch_up(CHANNEL_KEY(ch), len - CHANNEL_PREFIX_LEN);
+	}
 }
 
 /* Handles one reply on sub: a confirmation, an error, or an announced release. */
@@ -156,10 +318,11 @@ sub_reply(Subscriber *sub, redisReply *reply)
 		return;
 	}
 	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
-		reply->element[0]->type != REDIS_REPLY_STRING)
+		reply->element[0]->type != REDIS_REPLY_STRING ||
+		reply->element[1]->type != REDIS_REPLY_STRING)
 		return;
 	if (strcmp(reply->element[0]->str, "subscribe") == 0)
-		sub->subscribed = true;
+		sub_confirmed(sub, reply->element[1]->str, reply->element[1]->len);
 	else if (strcmp(reply->element[0]->str, "message") == 0 &&
 			 reply->element[2]->type == REDIS_REPLY_STRING)
 		announce(reply->element[2]->str, reply->element[2]->len);
@@ -182,7 +345,7 @@ sub_service(Subscriber *sub, uint32 events)
 	}
 	if (!redlock_conn_ready(sub->conn))
 		return;
-	if (!was_ready)				/* connected: the confirmation is owed from now */
+	if (!was_ready)				/* connected: confirmations are owed from now */
 		sub->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
 	for (;;)
 	{
@@ -211,6 +374,14 @@ subs_sync(void)
 {
 	RedlockNodeSet *set = redlock_nodeset_current();
 
+	if (channels == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(Channel);
+		channels = hash_create("redlock release channels", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
 	if (set == subs_set)
 		return;
 	for (int i = 0; i < nsubs; i++)
@@ -251,10 +422,11 @@ wait_set_rebuild(void)
 /*
  * redlock_subscriptions_wait
  *		The worker's sleep: waits up to timeout_ms milliseconds for its latch, while
- *		keeping a subscription to release announcements open on each master of
- *		redlock.servers and waking the backends that wait for each key announced.
- *		Returns early when the latch is set (it is not reset here).  Exits on
- *		postmaster death; raises only out-of-memory errors.
+ *		keeping a connection open to each master of redlock.servers, subscribed to the
+ *		release channel of each key that a backend of this cluster waits for, and
+ *		waking the backends that wait for each key announced.  Returns early when the
+ *		latch is set (it is not reset here); a backend that starts waiting sets it.
+ *		Exits on postmaster death; raises only out-of-memory errors.
  */
 void
 redlock_subscriptions_wait(double timeout_ms)
@@ -265,19 +437,23 @@ redlock_subscriptions_wait(double timeout_ms)
 	int			n;
 
 	subs_sync();
+	end = Min(end, channels_sync(now));
 	for (int i = 0; i < nsubs; i++)
 	{
 		Subscriber *sub = &subs[i];
+		bool		ready = sub->conn && redlock_conn_ready(sub->conn);
 
-		if (sub->conn && !sub->subscribed && sub->deadline_ms <= now)
-			sub_fail(sub, redlock_conn_ready(sub->conn)
+		if (sub->conn && (!ready || sub->owed > 0) && sub->deadline_ms <= now)
+			sub_fail(sub, ready
 					 ? "no subscription confirmed within redlock.timeout"
 					 : "timed out connecting (redlock.connect_timeout)");
 		if (sub->conn == NULL && sub->retry_at_ms <= now)
 			sub_open(sub);
+		else if (sub->conn)
+			sub_subscribe(sub);
 		if (sub->conn == NULL)
 			end = Min(end, sub->retry_at_ms);
-		else if (!sub->subscribed)
+		else if (!redlock_conn_ready(sub->conn) || sub->owed > 0)
 			end = Min(end, sub->deadline_ms);
 		if (sub->conn && redlock_conn_events(sub->conn) != sub->event_mask)
 			wait_set_stale = true;

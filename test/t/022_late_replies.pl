@@ -71,7 +71,7 @@ sub with_slow_master
 
 # The scripts as README gives them, loaded on every master so that EVALSHA finds them.
 my @scripts = (
-	'if redis.call("get", KEYS[1]) == ARGV[1] then local n = redis.call("del", KEYS[1]) redis.call("publish", "redlock:released", KEYS[1]) return n else return 0 end',
+	'if redis.call("get", KEYS[1]) == ARGV[1] then local n = redis.call("del", KEYS[1]) redis.call("publish", "redlock:released:" .. KEYS[1], KEYS[1]) return n else return 0 end',
 	'if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end'
 );
 

@@ -488,13 +488,6 @@ is($out, 't', '... released');
 
 # ---- the worker's subscriptions over TLS (issue 21): wake-on-release, nothing in clear ----
 
-# The masters serve TLS only: a subscription counted there came up over TLS.
-my @subs = $redis->wait_all(15, sub { !grep { $_ ne "redlock:released\n1" } @_ },
-	'PUBSUB', 'NUMSUB', 'redlock:released');
-s/\n/ /g for @subs;
-is(join(',', @subs), join(',', ('redlock:released 1') x 5),
-	'the worker holds a subscription to release announcements on each TLS master');
-
 # A release on another cluster (no worker there) wakes a waiter here only through them.
 my $other = RedisMasters::redlock_node('tls_other', $redis, $RedisMasters::ROOMY_CONF . $tls_conf);
 my $holder = session($other);
@@ -505,6 +498,12 @@ $b->start("SELECT redlock_acquire('tls-wake', 60000, 20000)");
 ok( RedisMasters::wait_until(
 		10, sub { $node->safe_psql('postgres', 'SELECT waiting_backends FROM redlock_stats()') eq '1' }),
 	'... a session here waits for it (5 s retry delay)');
+# The masters serve TLS only: a subscription counted there came up over TLS.
+my @subs = $redis->wait_all(15, sub { !grep { $_ ne "redlock:released:tls-wake\n1" } @_ },
+	'PUBSUB', 'NUMSUB', 'redlock:released:tls-wake');
+s/\n/ /g for @subs;
+is(join(',', @subs), join(',', ('redlock:released:tls-wake 1') x 5),
+	'the worker subscribed to its release channel on each TLS master');
 my $t_release = time;
 sql($holder, "SELECT redlock_release('tls-wake')");
 ($out) = $b->finish;
