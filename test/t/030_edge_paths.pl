@@ -173,7 +173,7 @@ for my $try (1 .. 4)
 	my $h = IPC::Run::start(
 		[ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c',
 		  "SET redlock.retry_delay = 0; SET redlock.retry_jitter = 0;"
-		  . " SELECT redlock_acquire('undo', 30000, 5000); SELECT pg_sleep(1.5)" ],
+		  . " SELECT redlock_acquire('undo', 30000, 5000); SELECT pg_sleep(4)" ],
 		'>', \$pout, '2>', \$perr);
 	usleep(150_000);
 	for my $i (0 .. 2)
@@ -181,7 +181,8 @@ for my $try (1 .. 4)
 		$redis->redis_cli($i, 'SCRIPT', 'FLUSH');
 		$redis->redis_cli($i, 'DEL', 'undo');
 	}
-	# The session sleeps 1.5 s after its acquire, holding the lock: look meanwhile.
+	# The session sleeps 4 s after its acquire, holding the lock: look meanwhile (each
+	# look runs redis-cli five times, which took over 3 s on a loaded machine).
 	ok( wait_until(
 			1,
 			sub {
