@@ -59,6 +59,10 @@ our $DEBUG_CONF = "log_min_messages = debug1\n";
 # timeouts set their own.  (010's checker keeps the defaults on purpose.)
 our $ROOMY_CONF = "redlock.timeout = 1000ms\nredlock.connect_timeout = 2000ms\n";
 
+# For tests that freeze masters while a call waits for them: 10 s per request, so that a
+# frozen master is waited for (its reply comes late), not given up on as hung.
+our $PATIENT_CONF = "redlock.timeout = 10000ms\nredlock.connect_timeout = 2000ms\n";
+
 # Starts N masters (default 5) on free ports and waits until each answers PING.
 # Option redis_args: more redis-server arguments (they override the defaults, e.g. to
 # turn on AOF persistence); used at every (re)start.  Option tls: the masters serve TLS

@@ -23,9 +23,7 @@ use Test::More;
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-# redlock.timeout 10 s: masters frozen below are waited for, not given up on.
-my $node = RedisMasters::redlock_node('trips', $redis,
-	"redlock.timeout = 10000ms\nredlock.connect_timeout = 2000ms\n");
+my $node = RedisMasters::redlock_node('trips', $redis, $RedisMasters::PATIENT_CONF);
 my $s = session($node);
 my ($out, $err);
 my @masters = (0 .. $redis->count - 1);

@@ -17,9 +17,7 @@ use Test::More;
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-# redlock.timeout 10 s: the frozen masters are waited for, not given up on.
-my $node = RedisMasters::redlock_node('elapsed', $redis,
-	"redlock.timeout = 10000ms\nredlock.connect_timeout = 2000ms\n");
+my $node = RedisMasters::redlock_node('elapsed', $redis, $RedisMasters::PATIENT_CONF);
 my $s = session($node);
 my ($out, $err);
 
