@@ -104,37 +104,39 @@ sql($job, "SELECT redlock_release('ext')");
 
 # --- a majority frozen briefly (shorter than TTL/3): renewals are retried, the job survives ---
 
-($out) = sql($job, "SELECT redlock_acquire('brief-freeze', 3000)");
-is($out, 't', 'a job acquires with a 3 s TTL and auto_extend on');
-my ($failed_before) = $node->safe_psql('postgres', 'SELECT renewals_failed FROM redlock_stats()');
+sub cluster_stat
+{
+	return $node->safe_psql('postgres', "SELECT $_[0] FROM redlock_stats()");
+}
+
+($out) = sql($job, "SELECT redlock_acquire('brief-freeze', 6000)");
+is($out, 't', 'a job acquires with a 6 s TTL and auto_extend on');
+my $failed_before = cluster_stat('renewals_failed');
 $node->safe_psql('postgres', 'CREATE TABLE job_done ()');
 $job->start(q{DO $$ BEGIN WHILE NOT EXISTS (SELECT FROM job_done) LOOP PERFORM pg_sleep(0.1); END LOOP; END $$});
-my @children;
-# Each freeze is timed from a renewal just seen (the cluster's renewal counter moved):
-# frozen from 0.6 s to 1.3 s after it, it covers the next renewal (due ~0.97 s after),
-# whose retries succeed once the majority is back, well before TTL/3 of validity is left.
-# Seen late (a loaded machine), a freeze can miss the renewal: the rounds go on until
-# one renewal failed, three rounds at least and ten at most, while the job runs.
-my $rounds = 0;
-while ($rounds < 10)
+# Each round freezes the majority once a renewal was seen (the cluster's renewal counter
+# moved) and resumes it once a renewal failed (renewals_failed moved): the next renewal,
+# due TTL/3 = 2 s after the last, fails and is retried every 200 ms, and the majority is
+# back long before only TTL/3 of validity is left (2 s after that).  Timed by the
+# counters rather than by sleeps, so that a loaded machine cannot make a freeze miss
+# the renewal (sleeps did, at a load average of 10).
+my $failures_seen = 0;
+for my $round (1 .. 3)
 {
-	my $seen = $node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()');
-	RedisMasters::wait_until(3,
-		sub { $node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()') > $seen });
-	usleep(600_000);
-	push @children, map { $redis->freeze_for($_, 700) } 0 .. 2;
-	waitpid($_, 0) for @children;
-	@children = ();
-	$rounds++;
-	last if $rounds >= 3
-	  && $node->safe_psql('postgres', 'SELECT renewals_failed FROM redlock_stats()') > $failed_before;
+	my $seen = cluster_stat('renewals');
+	RedisMasters::wait_until(5, sub { cluster_stat('renewals') > $seen });
+	my $failed = cluster_stat('renewals_failed');
+	$redis->stop($_) for 0 .. 2;
+	$failures_seen++ if RedisMasters::wait_until(3, sub { cluster_stat('renewals_failed') > $failed });
+	$redis->cont($_) for 0 .. 2;
 }
 $node->safe_psql('postgres', 'INSERT INTO job_done DEFAULT VALUES');
 ($out, $err) = $job->finish;
-is($err, '', "a majority frozen 0.7 s $rounds times during a job: the job is not cancelled");
+is($err, '', 'a majority frozen three times during a job, each until a renewal failed: the job is not cancelled');
+is($failures_seen, 3, '... a renewal failed in each freeze');
 ($out) = sql($job, "SELECT lost, validity_ms > 0 FROM redlock_locks() WHERE resource = 'brief-freeze'");
 is($out, 'f|t', '... the lock is neither lost nor run out');
-cmp_ok($node->safe_psql('postgres', 'SELECT renewals_failed FROM redlock_stats()'), '>', $failed_before,
+cmp_ok(cluster_stat('renewals_failed'), '>', $failed_before,
 	'... renewals did fail meanwhile, and were retried');
 is($redis->holding('brief-freeze', 5), 5, '... and all 5 masters hold it again');
 sql($job, "SELECT redlock_release('brief-freeze')");
