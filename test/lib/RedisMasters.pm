@@ -13,6 +13,7 @@
 #   $redis->no_keys_left;                        # a test: DBSIZE is 0 everywhere
 #   my @c = $redis->script_calls; ...; $redis->wait_scripts(\@c);   # every master ran it
 #   my @c = $redis->calls('set'); ...; $redis->wait_calls(\@c, 'set');
+#   $redis->answer_late([2, 3, 4], 1500, $session, $query, 'set');   # a late quorum
 #
 # Sessions: session($node) is a psql of our own (RedisMasters::Session, below), with
 # verbose errors so that SQLSTATEs show; sql($session, $query) runs a query there and
@@ -57,6 +58,10 @@ our $DEBUG_CONF = "log_min_messages = debug1\n";
 # 50 ms stall of a Redis process would be a spurious 08006.  Tests that are about these
 # timeouts set their own.  (010's checker keeps the defaults on purpose.)
 our $ROOMY_CONF = "redlock.timeout = 1000ms\nredlock.connect_timeout = 2000ms\n";
+
+# For tests that freeze masters while a call waits for them: 10 s per request, so that a
+# frozen master is waited for (its reply comes late), not given up on as hung.
+our $PATIENT_CONF = "redlock.timeout = 10000ms\nredlock.connect_timeout = 2000ms\n";
 
 # Starts N masters (default 5) on free ports and waits until each answers PING.
 # Option redis_args: more redis-server arguments (they override the defaults, e.g. to
@@ -281,10 +286,18 @@ sub no_keys_left
 sub calls
 {
 	my ($self, @cmds) = @_;
+	return $self->calls_at([ 0 .. $self->count - 1 ], @cmds);
+}
+
+# The same for the masters listed in MASTERS (a list ref of indexes) only: a frozen
+# master would not answer INFO.
+sub calls_at
+{
+	my ($self, $masters, @cmds) = @_;
 	@cmds = qw(eval evalsha eval_ro evalsha_ro) unless @cmds;
 	my $names = join('|', map { quotemeta } @cmds);
 	my @n;
-	for my $i (0 .. $self->count - 1)
+	for my $i (@$masters)
 	{
 		my $info = $self->redis_cli($i, 'INFO', 'commandstats');
 		my $n = 0;
@@ -330,6 +343,32 @@ sub wait_all
 			return $code->(@out);
 		});
 	return @out;
+}
+
+# Runs QUERY in SESSION while the masters FROZEN (a list ref of indexes) are frozen with
+# SIGSTOP, and resumes them once every other master has processed more calls of CMDS (as
+# for calls) than before, so that the query's request is out, and MS milliseconds more
+# have passed: their replies then come at least MS ms after the request went out.
+# Returns (stdout, stderr, sent), sent false when the other masters had not processed
+# the request within 30 s.
+sub answer_late
+{
+	my ($self, $frozen, $ms, $session, $query, @cmds) = @_;
+	my %is_frozen = map { $_ => 1 } @$frozen;
+	my @others = grep { !$is_frozen{$_} } 0 .. $self->count - 1;
+	my @before = $self->calls_at(\@others, @cmds);
+	$self->stop($_) for @$frozen;
+	$session->start($query);
+	my $sent = wait_until(
+		30,
+		sub {
+			my @now = $self->calls_at(\@others, @cmds);
+			return !grep { $now[$_] <= $before[$_] } 0 .. $#now;
+		});
+	usleep($ms * 1000);
+	$self->cont($_) for @$frozen;
+	my ($out, $err) = $session->finish;
+	return ($out, $err, $sent);
 }
 
 # Kills master I with SIGKILL and waits until it is gone.
