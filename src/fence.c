@@ -196,6 +196,21 @@ round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
 }
 
 /*
+ * redlock_fence_scripts_register
+ *		Makes the fencing scripts known to the connection layer (redlock_script_register).
+ *		Called with the other scripts before any operation, so that every connection
+ *		loads them in its handshake: registered only at the first fencing call, they would
+ *		cost each master that never ran them a NOSCRIPT trip in each of that call's two
+ *		rounds.  Raises ERROR (XX000) only if hashing fails.
+ */
+void
+redlock_fence_scripts_register(void)
+{
+	redlock_script_register(&fence_read_script);
+	redlock_script_register(&fence_write_script);
+}
+
+/*
  * redlock_quorum_fence
  *		Takes a fencing token for a held lock: the two rounds above (§9).
  *
@@ -225,8 +240,7 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 	double		start_ms = redlock_clock_ms();
 	int			gone;
 
-	redlock_script_register(&fence_read_script);
-	redlock_script_register(&fence_write_script);
+	redlock_fence_scripts_register();
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_nodeset_size(set);
 	result->quorum = redlock_nodeset_quorum(set);

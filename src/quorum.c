@@ -107,8 +107,8 @@ redlock_validity_bound_ms(int ttl_ms)
 }
 
 /*
- * Starts result for an operation over set.  The scripts are made known first, so that
- * every new connection loads them in its handshake.
+ * Starts result for an operation over set.  Every script, fencing's too, is made known
+ * first, so that every new connection loads them all in its handshake.
  */
 static void
 result_init(RedlockNodeSet *set, RedlockResult *result)
@@ -116,6 +116,7 @@ result_init(RedlockNodeSet *set, RedlockResult *result)
 	redlock_script_register(&release_script);
 	redlock_script_register(&quiet_release_script);
 	redlock_script_register(&extend_script);
+	redlock_fence_scripts_register();
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_nodeset_size(set);
 	result->quorum = redlock_nodeset_quorum(set);

@@ -354,6 +354,7 @@ extern void redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToke
 /* How long a fencing counter lives after the last token taken from it: 30 days. */
 #define REDLOCK_FENCE_COUNTER_TTL_MS	INT64CONST(2592000000)
 
+extern void redlock_fence_scripts_register(void);
 extern void redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 								 double valid_until_ms, int64 *fence, RedlockResult *result);
 
