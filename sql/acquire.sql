@@ -101,3 +101,12 @@ SELECT r FROM dblink('fresh', $$SELECT redlock_acquire('regress-exit2')$$) AS t(
 SELECT dblink_disconnect('fresh');
 SELECT redlock_acquire('regress-exit2', 30000, 5000);
 SELECT redlock_release('regress-exit2');
+
+-- The clock drift allowance, TTL * redlock.clock_drift_factor + 2 ms, comes off the
+-- validity: with a factor of 0.5, a 10 s TTL leaves at most 4998 ms.
+SET redlock.clock_drift_factor = 0.5;
+SELECT redlock_acquire('regress-drift', 10000);
+SELECT validity_ms BETWEEN 1 AND 4998 AS drift_taken_off FROM redlock_locks()
+ WHERE resource = 'regress-drift';
+SELECT redlock_release('regress-drift');
+RESET redlock.clock_drift_factor;

@@ -37,4 +37,8 @@ SELECT redlock_claim(NULL, 1000);
 SELECT redlock_claim('regress-claim-2', NULL);
 SELECT redlock_claim('', 1000);
 SELECT redlock_claim('regress-claim-2', 0);
+-- Fewer than a quorum answering is an error (08006), not a claim lost to another caller.
+SET redlock.servers = '127.0.0.1:1,127.0.0.1:2,127.0.0.1:3';
+SELECT redlock_claim('regress-claim-3', 1000);
+RESET redlock.servers;
 \set VERBOSITY default
