@@ -86,6 +86,9 @@ my $waiter = session($node);
 my $waiter_pid = $waiter->pid;
 sql($waiter, $slow);
 
+my $wpid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+
 # --- wake on release, across clusters ---
 
 ($out) = sql($holder, "SELECT redlock_acquire('handoff', 60000)");
@@ -110,8 +113,6 @@ is(channels(), join('|', ('') x 5), '... leaving no release channel subscribed')
 # The worker frozen while the wait begins: the release is announced to nobody, and the
 # waiter (5 s retry delay) acquires because the worker, thawed, subscribes and has the
 # oldest waiter try once more.
-my $wpid = $node->safe_psql('postgres',
-	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
 sql($holder, "SELECT redlock_acquire('catch-up', 60000)");
 kill 'STOP', $wpid;
 my $busy = busy();
@@ -131,15 +132,20 @@ sql($waiter, "SELECT redlock_release('catch-up')");
 
 # --- wake on release, within the cluster ---
 
+# The worker is frozen during the release, so that only the releasing backend's own
+# wake-up can end the wait: the announcement waits in the frozen worker's socket.
 my $local = session($node);
 ($out) = sql($local, "SELECT redlock_acquire('local-handoff', 60000)");
 start_wait($waiter, 'local-handoff', 20000);
+kill 'STOP', $wpid;
 $t_release = time;
 sql($local, "SELECT redlock_release('local-handoff')");
 ($out) = $waiter->finish;
 $handoff = time - $t_release;
+kill 'CONT', $wpid;
 is($out, 't', 'a release in the same cluster hands the lock over');
-cmp_ok($handoff, '<', 2.5, sprintf('... after %.3f s: it was woken', $handoff));
+cmp_ok($handoff, '<', 2.5,
+	sprintf('... after %.3f s, with the worker frozen: the releasing backend woke it directly', $handoff));
 sql($waiter, "SELECT redlock_release('local-handoff')");
 
 # --- one waiter a release, the longest-waiting first ---
