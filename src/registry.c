@@ -952,19 +952,24 @@ redlock_registry_waited_keys(void (*fn) (const char *key, size_t len, void *arg)
 	}
 }
 
-/* The backend that has waited longest for the key of hash h, or -1 when none waits. */
+/*
+ * The backend that has waited longest for the key of hash h, or -1 when none waits; and
+ * in *last_woken_us when any of them was last woken (0: never).
+ */
 static int
-waiter_oldest(uint64 h)
+waiter_oldest(uint64 h, uint64 *last_woken_us)
 {
 	int			oldest = -1;
 	uint64		oldest_since = PG_UINT64_MAX;
 
+	*last_woken_us = 0;
 	for (int i = 0; i < MaxBackends; i++)
 	{
 		uint64		since;
 
 		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
 			continue;
+		*last_woken_us = Max(*last_woken_us, pg_atomic_read_u64(&waiters[i].woken_at_us));
 		since = pg_atomic_read_u64(&waiters[i].since_us);
 		if (since < oldest_since)
 		{
@@ -1017,12 +1022,8 @@ redlock_registry_wake(const char *key, size_t len, bool direct)
 	if (pg_atomic_read_u64(&recent->key_hash) == h &&
 		now_us - pg_atomic_read_u64(&recent->at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
 		return 0;
-	for (int i = 0; i < MaxBackends; i++)
-		if (pg_atomic_read_u64(&waiters[i].key_hash) == h &&
-			now_us - pg_atomic_read_u64(&waiters[i].woken_at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
-			return 0;
-	oldest = waiter_oldest(h);
-	if (oldest < 0)
+	oldest = waiter_oldest(h, &last_us);
+	if (oldest < 0 || now_us - last_us < REDLOCK_WAKE_DEDUP_MS * 1000)
 		return 0;
 	last_us = pg_atomic_read_u64(&waiters[oldest].woken_at_us);
 	if (!pg_atomic_compare_exchange_u64(&waiters[oldest].woken_at_us, &last_us, now_us))
@@ -1047,10 +1048,11 @@ void
 redlock_registry_catch_up(const char *key, size_t len)
 {
 	int			oldest;
+	uint64		last_woken_us;
 
 	if (waiters == NULL)
 		return;
-	oldest = waiter_oldest(key_hash(key, len));
+	oldest = waiter_oldest(key_hash(key, len), &last_woken_us);
 	if (oldest >= 0)
 		waiter_wake(oldest, false);
 }
