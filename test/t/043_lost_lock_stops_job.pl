@@ -17,7 +17,9 @@
 #   the transaction is allowed; after the lock was lost, it is refused;
 # - a loss found while the owner waits in redlock_extend: the transaction does not commit;
 # - one role cannot take every entry of the registry (max_auto_extended_locks_per_role);
-# - the hint after a loss holds for a transaction-scoped lock (nothing left to release).
+# - the hint after a loss holds for a transaction-scoped lock (nothing left to release);
+# - a renewal that lands after the validity ran out (3 masters answer late): the lock
+#   holds again, but the transaction that saw the gap does not commit.
 # Each case also checks that the scenario is real (another session held the lock, or the
 # worker really stalled), so that a pass means the guard acted, not that nothing happened.
 
@@ -348,6 +350,57 @@ else
 	like($hint, qr/Acquire the lock again/, '... and the hint tells to acquire it again, not to release it');
 }
 rival_releases('xact-hint');
+
+# --- 11. a renewal that lands after the validity ran out: the gap (issue 22) ---
+# The worker's renewal goes out in time, but 3 of 5 masters are frozen and answer only
+# after the validity ran out, yet before the keys expire: with a clock drift factor of
+# 0.2 and a 9 s TTL, the validity is 7.2 s, the renewal goes out 1.2 s in, and the
+# masters are thawed 7.7 s in (keys expire at 9 s; the renewal, measured from when it
+# went out, is still valid until 8.4 s).  The late renewal succeeds and the lock holds
+# again, but the owner's transaction saw a time when no quorum-backed validity covered
+# it: its COMMIT must be refused (lease.c's gap_end_ms).  The worker waits for the
+# frozen masters because redlock.timeout is 8 s here.
+
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET redlock.timeout = '8000ms'; ALTER SYSTEM SET redlock.clock_drift_factor = 0.2; SELECT pg_reload_conf()");
+usleep(1_000_000);    # the worker reads the new settings when it next wakes
+my ($renewals_before, $lost_before) = split /\|/,
+  $node->safe_psql('postgres', 'SELECT renewals, locks_lost FROM redlock_stats()');
+my $t0 = time;
+($out) = sql($owner, "SELECT redlock_acquire('gap', 9000)");
+is($out, 't', 'the owner takes an auto-extended lock with a 9 s TTL and a 0.2 drift factor');
+sql($owner, "BEGIN; INSERT INTO work VALUES ('gap', 1)");
+my @thawed = (3, 4);
+my @extends_before = $redis->calls_at(\@thawed);
+$redis->stop($_) for 0 .. 2;
+my $sent = RedisMasters::wait_until(10,
+	sub {
+		my @now = $redis->calls_at(\@thawed);
+		return !grep { $now[$_] <= $extends_before[$_] } 0 .. $#now;
+	});
+my $sent_at = time - $t0;
+ok($sent && $sent_at < 7.0,
+	sprintf('... the worker sent its renewal before the validity ran out (%.1f s in)', $sent_at));
+usleep(int((7.7 - (time - $t0)) * 1_000_000)) if time - $t0 < 7.7;
+my $thawed_at = time - $t0;
+$redis->cont($_) for 0 .. 2;
+ok(RedisMasters::wait_until(5,
+		sub {
+			$node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()') > $renewals_before;
+		}),
+	sprintf('... masters thawed %.1f s in, after the validity ran out: the late renewal succeeded', $thawed_at));
+is($node->safe_psql('postgres', 'SELECT locks_lost FROM redlock_stats()'), $lost_before,
+	'... and the worker kept the lock (the gap is the only sign of the run-out)');
+($out, $err) = sql($owner, 'COMMIT');
+like($err, qr/55P03: lock on resource "gap" was lost during this transaction(?s:.*)ran out during this transaction before the worker renewed it/,
+	"... the owner's COMMIT is refused: its transaction began before the gap");
+is(committed('gap'), '0', '... and nothing committed');
+($out, $err) = sql($owner, "INSERT INTO work VALUES ('gap', 2)");
+is($err, '', '... a transaction begun after the gap commits');
+is(committed('gap'), '1', '... its row is there');
+sql($owner, "SELECT redlock_release('gap')");
+$node->safe_psql('postgres',
+	'ALTER SYSTEM RESET redlock.timeout; ALTER SYSTEM RESET redlock.clock_drift_factor; SELECT pg_reload_conf()');
 
 $owner->quit;
 RedisMasters::no_crash($_) for $node, $rival;
