@@ -30,9 +30,11 @@
  * that connection; they go out, in order, once the handshake is done.  So that the
  * first call still reaches every master, it waits for first connections to masters that
  * did not fail last time.  An
- * idle connection is checked (a non-blocking peek) before it is used, so that one
- * the master closed meanwhile (Redis "timeout", a restart, a NAT cutting idle TCP)
- * is re-opened instead of failing the call.
+ * idle connection is checked before it is used, so that one the master closed
+ * meanwhile (Redis "timeout", a restart, a NAT cutting idle TCP) is re-opened instead
+ * of failing the call: one epoll_wait without waiting looks at every idle socket, and
+ * only one with something to read (or every one, when that look cannot be had) is
+ * peeked, a non-blocking recv each.
  *
  * A call stops waiting as soon as its outcome is decided (RedlockCommand.need), so a
  * slow or hung master does not slow down an acquire that a majority already granted.
@@ -147,6 +149,7 @@ typedef struct RedlockNode
 								 * to owe one */
 	int			event_pos;		/* position in wait_set */
 	uint32		event_mask;		/* socket events registered there */
+	bool		looked_quiet;	/* idle, and idle_sockets_look() saw nothing to read */
 	RedlockNodeFigures figures; /* what this backend saw of it (redlock_nodes()) */
 } RedlockNode;
 
@@ -1917,7 +1920,8 @@ wait_for_nodes(CallState *cs, bool cleanup)
  * Gets node i ready for a call: reads what earlier calls left owed, takes further a
  * connect they left under way, closes a connection that went quiet while owing
  * replies or connecting (hung; a failed connect) or that the master closed while it
- * was idle, and opens one if needed.  Then sends the call's commands, or
+ * was idle (peeked unless idle_sockets_look saw its socket quiet), and opens one if
+ * needed.  Then sends the call's commands, or
  * holds them back until the handshake of a new connection is done.
  */
 static void
@@ -1943,7 +1947,8 @@ node_start_call(CallState *cs, int i)
 		node_note_error(node, why);
 		node_close(cs->set, node);
 	}
-	if (node->conn.ctx && node->owed_len == 0 && !node->conn.connecting && conn_gone_while_idle(&node->conn))
+	if (node->conn.ctx && node->owed_len == 0 && !node->conn.connecting &&
+		!node->looked_quiet && conn_gone_while_idle(&node->conn))
 		node_close(cs->set, node);
 
 	if (node->conn.ctx == NULL)
@@ -1979,6 +1984,50 @@ node_start_call(CallState *cs, int i)
 		node_send_queued(cs, i);	/* releases carried over go first */
 	if (node->conn.ctx)
 		node_send_call(cs, i);
+}
+
+/*
+ * One look, without waiting, at every idle connection of set through the wait set
+ * the last call left (one epoll_wait instead of a peek per master).  A node whose
+ * idle socket showed nothing to read is marked looked_quiet, and node_start_call does
+ * not peek it; something to read on an idle connection means the master closed or
+ * reset it or sent what nobody asked for, and is peeked as before.  Nothing is marked
+ * when the wait set cannot answer for every idle socket (rebuilt since, built for
+ * another set, a socket registered for writing, TLS, whose library may hold bytes
+ * the socket no longer shows) or did not look at the sockets (a set latch is
+ * returned alone).
+ */
+static void
+idle_sockets_look(RedlockNodeSet *set)
+{
+	WaitEvent	events[REDLOCK_MAX_NODES + 2];
+	int			nevents;
+
+	for (int i = 0; i < set->count; i++)
+		set->nodes[i].looked_quiet = false;
+	if (wait_set == NULL || wait_set_stale || wait_set_for != set)
+		return;
+	for (int i = 0; i < set->count; i++)
+	{
+		RedlockNode *node = &set->nodes[i];
+
+		if (node->conn.ctx && node->owed_len == 0 && !node->conn.connecting &&
+			(node->conn.tls || node->event_mask != WL_SOCKET_READABLE))
+			return;
+	}
+	nevents = WaitEventSetWait(wait_set, 0, events, lengthof(events),
+							   redlock_wait_event(REDLOCK_WAIT_MASTERS));
+	for (int k = 0; k < nevents; k++)
+		if (events[k].events & (WL_LATCH_SET | WL_POSTMASTER_DEATH))
+			return;
+	for (int i = 0; i < set->count; i++)
+	{
+		RedlockNode *node = &set->nodes[i];
+
+		node->looked_quiet = node->conn.ctx && node->owed_len == 0 && !node->conn.connecting;
+	}
+	for (int k = 0; k < nevents; k++)
+		((RedlockNode *) events[k].user_data)->looked_quiet = false;
 }
 
 /*
@@ -2021,6 +2070,7 @@ redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncomm
 	cs.awaiting = palloc0(Max(ncommands * set->count, 1) * sizeof(bool));
 	memset(outcomes, 0, ncommands * set->count * sizeof(RedlockNodeOutcome));
 
+	idle_sockets_look(set);
 	for (int i = 0; i < set->count; i++)
 		node_start_call(&cs, i);
 	wait_for_nodes(&cs, cleanup);
