@@ -135,7 +135,8 @@ typedef struct RedlockNode
 	int			handshake_owed; /* handshake replies not yet read */
 	bool		failed_recently;	/* its last call failed; no reply since */
 	bool		down;			/* failed since its last reply */
-	int			down_calls;		/* calls in a row that a quorum answered and it did not */
+	int			down_calls;		/* calls in a row that a quorum answered and it did
+								 * not, with no reply from it between them */
 	bool		reported_down;	/* a WARNING said so; no LOG said it answers again */
 	bool		handshake_verified; /* a handshake of this set succeeded there */
 	OwedReply  *queued;			/* commands to send once the handshake is done */
@@ -632,7 +633,8 @@ node_note_error(RedlockNode *node, const char *error)
  * a quorum of set still answers: then nothing else shows a dead master (the calls
  * succeed), and without a quorum the caller's 08006 names every failed master.  A
  * WARNING when it stops (the session and the server log), a LOG when it answers again.
- * A master counts as stopped once it failed two such calls in a row: the first call
+ * A master counts as stopped once it failed two such calls in a row, with no reply
+ * from it between them (a blip that ended is not counted on): the first call
  * after a master came back can still fail it for what an earlier call left (a connect
  * begun while it was down, replies owed from before a freeze), and the next call reads
  * its answer.  Per backend, as the state it reads (redlock_nodes()).
@@ -1594,6 +1596,7 @@ node_read(CallState *cs, int i)
 		}
 		node->figures.replies++;
 		node->down = false;
+		node->down_calls = 0;	/* a reply ends a row of failed calls */
 
 		if (c < 0 || !CALL_AWAITING(cs, c, i))
 		{
