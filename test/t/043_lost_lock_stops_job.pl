@@ -19,7 +19,8 @@
 # - one role cannot take every entry of the registry (max_auto_extended_locks_per_role);
 # - the hint after a loss holds for a transaction-scoped lock (nothing left to release);
 # - a renewal that lands after the validity ran out (3 masters answer late): the lock
-#   holds again, but the transaction that saw the gap does not commit.
+#   holds again, but the transaction that saw the gap does not commit;
+# - a renewal refused by a quorum (our token replaced): lost at once, for that reason.
 # Each case also checks that the scenario is real (another session held the lock, or the
 # worker really stalled), so that a pass means the guard acted, not that nothing happened.
 
@@ -401,6 +402,29 @@ is(committed('gap'), '1', '... its row is there');
 sql($owner, "SELECT redlock_release('gap')");
 $node->safe_psql('postgres',
 	'ALTER SYSTEM RESET redlock.timeout; ALTER SYSTEM RESET redlock.clock_drift_factor; SELECT pg_reload_conf()');
+
+
+# --- 12. a renewal refused by a quorum: lost at once, saying why (issue 22) ---
+# Another client's token replaces ours on 3 of 5 masters.  The worker's next renewal is
+# refused there, and the lock is lost then, for that reason.  (Were the refusal ignored,
+# the lock would still be lost, but only once its validity ran out, as a run-out.)
+
+($out) = sql($owner, "SELECT redlock_acquire('refused', 3000)");
+is($out, 't', 'the owner takes an auto-extended lock with a 3 s TTL');
+$redis->redis_cli($_, 'SET', 'refused', 'another-clients-token', 'PX', '60000') for 0 .. 2;
+ok(worker_logged_loss('refused'), "our token replaced on 3 of 5 masters: the worker marks the lock lost");
+like(slurp_file($node->logfile),
+	qr/redlock lock on resource "refused" was lost: 3 of 5 Redis masters no longer hold its token/,
+	'... at the renewal they refused, saying so (not as a validity run-out)');
+($out, $err) = sql($owner, 'SELECT 1');
+like($err, lost_error('refused'), "... the owner's next statement is stopped, naming the lock");
+($out) = sql($owner, "SELECT lost FROM redlock_locks() WHERE resource = 'refused'");
+is($out, 't', '... and redlock_locks() shows it lost');
+sql($owner, "SELECT redlock_release('refused')");
+is(join(',', map { $redis->redis_cli($_, 'GET', 'refused') } 0 .. 2),
+	'another-clients-token,another-clients-token,another-clients-token',
+	"... and the other client's keys are left alone");
+$redis->redis_all('DEL', 'refused');
 
 $owner->quit;
 RedisMasters::no_crash($_) for $node, $rival;
