@@ -631,19 +631,26 @@ owner_alive(const RegistryEntry *entry)
 		ProcGlobal->allProcs[entry->owner_procno].pid == entry->owner_pid;
 }
 
+/* Says in the log that entry's lease was just lost, and why.  Lock held. */
+static void
+entry_log_loss(const RegistryEntry *entry)
+{
+	ereport(LOG,
+			(errmsg("redlock lock on resource \"%s\" was lost: %s",
+					entry->key + entry->prefix_len, entry->lease.lost_reason),
+			 errdetail("Owner PID %d; %s.", entry->owner_pid,
+					   entry->lease.cancel_on_loss
+					   ? "its running statement is cancelled and its transaction cannot commit"
+					   : "redlock.cancel_on_loss was off")));
+}
+
 /* Loses entry's lease for reason (lease.c) and says so in the log.  Lock held. */
 static void
 entry_lose(RegistryEntry *entry, const char *reason, double now_ms)
 {
 	redlock_lease_lose(&entry->lease, reason, now_ms);
 	entry->renewing = false;
-	ereport(LOG,
-			(errmsg("redlock lock on resource \"%s\" was lost: %s",
-					entry->key + entry->prefix_len, reason),
-			 errdetail("Owner PID %d; %s.", entry->owner_pid,
-					   entry->lease.cancel_on_loss
-					   ? "its running statement is cancelled and its transaction cannot commit"
-					   : "redlock.cancel_on_loss was off")));
+	entry_log_loss(entry);
 }
 
 /*
@@ -804,10 +811,10 @@ redlock_registry_renewed(const RedlockRenewal *renewals, const RedlockRenewalOut
 		}
 		if (entry->lease.state != LEASE_HELD)
 			continue;
-		if (o->lost_reason[0] != '\0')
-			entry_lose(entry, o->lost_reason, now_ms);
-		else
-			redlock_lease_apply(&entry->lease, o, now_ms);
+		/* The worker's decision is the lease's to apply, a loss included. */
+		redlock_lease_apply(&entry->lease, o, now_ms);
+		if (entry->lease.state == LEASE_LOST)
+			entry_log_loss(entry);
 	}
 	LWLockRelease(registry->lock);
 	if (answered_any)
