@@ -20,7 +20,8 @@
 # - the hint after a loss holds for a transaction-scoped lock (nothing left to release);
 # - a renewal that lands after the validity ran out (3 masters answer late): the lock
 #   holds again, but the transaction that saw the gap does not commit;
-# - a renewal refused by a quorum (our token replaced): lost at once, for that reason.
+# - a renewal refused by a quorum (our token replaced): lost at once, for that reason;
+# - the watchdog's cancel comes before the validity's end (the server log's time).
 # Each case also checks that the scenario is real (another session held the lock, or the
 # worker really stalled), so that a pass means the guard acted, not that nothing happened.
 
@@ -425,6 +426,37 @@ is(join(',', map { $redis->redis_cli($_, 'GET', 'refused') } 0 .. 2),
 	'another-clients-token,another-clients-token,another-clients-token',
 	"... and the other client's keys are left alone");
 $redis->redis_all('DEL', 'refused');
+
+
+# --- 13. the watchdog cancels before the validity runs out, not after (issue 22) ---
+# The worker is frozen, so the lock is not renewed any more, and its validity end is
+# read while validity is left (redlock_locks() shows the end as now once it ran out).
+# The owner's running statement must be cancelled before that end: the server log's
+# time of the cancel is compared with it.  The promise is "before"; 300 ms of slack
+# cover the owner's scheduling on a loaded machine (the mutant that drops the margin
+# cancels 1 s after).
+
+($out) = sql($owner, "SELECT redlock_acquire('margin', 3000)");
+is($out, 't', 'the owner takes an auto-extended lock with a 3 s TTL');
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+my ($valid_until) = sql($owner,
+	"SELECT extract(epoch FROM valid_until), validity_ms > 0 FROM redlock_locks() WHERE resource = 'margin'");
+like($valid_until, qr/\|t$/, '... the worker is stopped while validity is left');
+$valid_until =~ s/\|t$//;
+my $log_offset = -s $node->logfile;
+($out, $err) = sql($owner, 'SELECT pg_sleep(6)');
+kill 'CONT', $wpid;
+like($err, qr/57014: canceling statement because lock on resource "margin" was lost/,
+	'... the running statement is cancelled');
+my ($cancel_at) = substr(slurp_file($node->logfile), $log_offset) =~
+  /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \S+) .*canceling statement because lock on resource "margin" was lost/m;
+ok(defined $cancel_at, '... and the server log has the cancel, with its time') or $cancel_at = 'epoch';
+my $late_ms = $node->safe_psql('postgres',
+	"SELECT round((extract(epoch FROM '$cancel_at'::timestamptz) - $valid_until) * 1000)");
+cmp_ok($late_ms, '<', 300,
+	"... before the validity ran out (cancel at $late_ms ms from the run-out; the margin is 100 ms)");
+sql($owner, "SELECT redlock_release('margin')");
 
 $owner->quit;
 RedisMasters::no_crash($_) for $node, $rival;
