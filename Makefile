@@ -50,7 +50,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies: every object depends on the shared headers.
-$(OBJS): src/redlock.h src/compat.h src/lease.h
+$(OBJS): $(wildcard src/*.h)
 
 # PostgreSQL's own headers warn under -Wextra: include them as system headers so that
 # warnings are reported for our code only.

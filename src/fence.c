@@ -76,6 +76,8 @@
 
 #include "lib/stringinfo.h"
 
+#include "call.h"
+#include "nodeset.h"
 #include "redlock.h"
 
 /* Write rounds one token may take (conflicts resolved by writing a larger T). */
@@ -196,15 +198,16 @@ round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
 }
 
 /*
- * redlock_fence_scripts_register
- *		Makes the fencing scripts known to the connection layer (redlock_script_register).
- *		Called with the other scripts before any operation, so that every connection
- *		loads them in its handshake: registered only at the first fencing call, they would
- *		cost each master that never ran them a NOSCRIPT trip in each of that call's two
- *		rounds.  Raises ERROR (XX000) only if hashing fails.
+ * RedlockFenceInit
+ *		Makes the fencing scripts known to the connection layer (redlock_script_register)
+ *		when the library is loaded, with the other scripts, so that every connection
+ *		loads them in its handshake: registered only at the first fencing call, they
+ *		would cost each master that never ran them a NOSCRIPT trip in each of that
+ *		call's two rounds.  Called from _PG_init.  Raises ERROR (XX000) only if hashing
+ *		fails.
  */
 void
-redlock_fence_scripts_register(void)
+RedlockFenceInit(void)
 {
 	redlock_script_register(&fence_read_script);
 	redlock_script_register(&fence_write_script);
@@ -240,7 +243,6 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 	double		start_ms = redlock_clock_ms();
 	int			gone;
 
-	redlock_fence_scripts_register();
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_nodeset_size(set);
 	result->quorum = redlock_nodeset_quorum(set);

@@ -10,7 +10,7 @@
  *
  * Changing the servers, credentials, database, quorum or TLS settings bumps
  * redlock_connection_generation;
- * node.c compares it on its next use and switches to the node set of the new
+ * nodeset.c compares it on its next use and switches to the node set of the new
  * configuration.  Assign hooks run on every reload (SIGHUP) whether or not the value
  * changed, so they bump it only when the value really differs from the one in force;
  * they do nothing else, since they also run while transactions are being rolled back.

@@ -67,8 +67,9 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "redlock.h"
 #include "lease.h"
+#include "redlock.h"
+#include "validity.h"
 
 #define WATCHDOG_MS 50
 

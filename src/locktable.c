@@ -57,7 +57,10 @@
 #include "utils/timestamp.h"
 
 #include "lease.h"
+#include "nodeset.h"
 #include "redlock.h"
+#include "validity.h"
+#include "waiters.h"
 
 /* A hold added in the current top-level transaction. */
 typedef struct PendingHold
@@ -420,7 +423,7 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 	/* Waiters in this cluster need not wait for the announcement to come back. */
 	for (int k = 0; k < n && !skip_network; k++)
 		if (infos[k].result.accepted > 0)
-			(void) redlock_registry_wake(held[k]->key, strlen(held[k]->key), true);
+			(void) redlock_waiters_wake(held[k]->key, strlen(held[k]->key), true);
 	for (int k = 0; k < n; k++)
 		lock_forget(held[k]);
 	if (report && !skip_network)
@@ -575,11 +578,11 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		 * interrupted wait is unregistered by the (sub)transaction abort that follows.
 		 */
 		bool		behind;
-		pg_atomic_uint64 *wakeups = redlock_registry_wait_begin(lock->key, &behind);
+		RedlockWaiter *waiter = redlock_waiters_begin(lock->key, &behind);
 
 		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms,
-							   wakeups, behind, result);
-		redlock_registry_wait_end();
+							   waiter, behind, result);
+		redlock_waiters_end();
 	}
 	if (result->status != REDLOCK_OK)
 	{
@@ -993,7 +996,7 @@ redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 	int			n;
 
 	nlost = 0;
-	redlock_registry_wait_end();
+	redlock_waiters_end();
 	if (pending_total == 0 && releasing_total == 0)
 		return;
 	n = collect_locks(&held, end_xact_holds, keep_if_held, &commit);
@@ -1042,7 +1045,7 @@ redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId p
 	int			kept = 0;
 
 	if (!commit)
-		redlock_registry_wait_end();
+		redlock_waiters_end();
 
 	for (int i = 0; i < nlost; i++)
 	{

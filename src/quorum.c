@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * quorum.c
- *	  The Redlock protocol over the masters (spec §2-§6): one acquire attempt, the
- *	  retry loop, release, extend, and the validity time with clock drift.
+ *	  The Redlock protocol over the masters (spec §2-§6): one acquire attempt and the
+ *	  retry loop around it (its waits are retry.c's), release and extend.
  *
  * No SQL and no transactions here: callers get a RedlockResult and decide.  Every
  * time is read from redlock_clock_ms(), so wall-clock jumps change nothing.
@@ -16,17 +16,17 @@
  */
 #include "postgres.h"
 
-#include <math.h>
-
-#include "common/pg_prng.h"
 #include "port/atomics.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "storage/latch.h"
-#include "utils/wait_event.h"
 
+#include "call.h"
 #include "compat.h"
+#include "nodeset.h"
 #include "redlock.h"
+#include "retry.h"
+#include "validity.h"
+#include "waiters.h"
 
 /*
  * Spec §2: delete the key only while it still holds our token; then tell waiters on
@@ -75,48 +75,25 @@ redlock_new_token(char *token)
 		snprintf(token + i * 2, 3, "%02x", bytes[i]);
 }
 
-/* Drift allowance for ttl_ms (spec §3 step 4): TTL * factor + 2 ms. */
-static double
-clock_drift_ms(int ttl_ms)
-{
-	return ttl_ms * redlock_clock_drift_factor + 2.0;
-}
-
 /*
- * redlock_ttl_leaves_validity
- *		True when a lock of ttl_ms milliseconds can be valid at all: TTL - drift > 0
- *		(spec §3 step 4), even before any time has elapsed.
+ * RedlockQuorumInit
+ *		Makes the release and extend scripts known to the connection layer when the
+ *		library is loaded (as fence.c does its own), so that every connection loads them
+ *		all in its handshake.  Called from _PG_init.  Raises ERROR (XX000) only if
+ *		hashing fails.
  */
-bool
-redlock_ttl_leaves_validity(int ttl_ms)
-{
-	return ttl_ms - clock_drift_ms(ttl_ms) > 0;
-}
-
-/*
- * redlock_validity_bound_ms
- *		The latest a lock can be valid (a redlock_clock_ms() time) once a request that
- *		sets a TTL of ttl_ms milliseconds starts now: now + TTL - drift (spec §3 step 4).
- *		Any master may apply such a request, whatever its caller learns of it, so a
- *		lock's validity never exceeds this after an extend or re-acquire was sent.
- */
-double
-redlock_validity_bound_ms(int ttl_ms)
-{
-	return redlock_clock_ms() + ttl_ms - clock_drift_ms(ttl_ms);
-}
-
-/*
- * Starts result for an operation over set.  Every script, fencing's too, is made known
- * first, so that every new connection loads them all in its handshake.
- */
-static void
-result_init(RedlockNodeSet *set, RedlockResult *result)
+void
+RedlockQuorumInit(void)
 {
 	redlock_script_register(&release_script);
 	redlock_script_register(&quiet_release_script);
 	redlock_script_register(&extend_script);
-	redlock_fence_scripts_register();
+}
+
+/* Starts result for an operation over set. */
+static void
+result_init(RedlockNodeSet *set, RedlockResult *result)
+{
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_nodeset_size(set);
 	result->quorum = redlock_nodeset_quorum(set);
@@ -141,32 +118,6 @@ static bool
 accept_value(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_STRING || outcome->kind == REDLOCK_REPLY_NIL;
-}
-
-/*
- * True when one value (another client's token) is on a quorum of the masters that
- * refused our SET, read by the GET that followed it: that client holds the lock.
- */
-static bool
-held_by_one_client(const RedlockNodeOutcome *set_outcomes,
-				   const RedlockNodeOutcome *get_outcomes, int count, int quorum)
-{
-	for (int i = 0; i < count; i++)
-	{
-		int			same = 0;
-
-		if (set_outcomes[i].kind != REDLOCK_REPLY_NIL ||
-			get_outcomes[i].kind != REDLOCK_REPLY_STRING)
-			continue;
-		for (int j = 0; j < count; j++)
-			if (set_outcomes[j].kind == REDLOCK_REPLY_NIL &&
-				get_outcomes[j].kind == REDLOCK_REPLY_STRING &&
-				get_outcomes[j].integer == get_outcomes[i].integer)
-				same++;
-		if (same >= quorum)
-			return true;
-	}
-	return false;
 }
 
 /* A release or extend script reply that acted on our key. */
@@ -219,33 +170,6 @@ debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
 	}
 	elog(DEBUG1, "redlock: %s \"%s\" decided in %.3f ms: %s", what, key, elapsed_ms, buf.data);
 	pfree(buf.data);
-}
-
-/*
- * redlock_node_errors
- *		Returns "node: error" lines (palloc'd) for the nodes of set whose outcome (of n)
- *		failed, for an errdetail, or NULL when all answered.  Raises nothing but
- *		out-of-memory errors.
- */
-char *
-redlock_node_errors(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int n)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	for (int i = 0; i < n; i++)
-	{
-		if (!redlock_outcome_failed(&outcomes[i]))
-			continue;
-		appendStringInfo(&buf, "%s%s: %s", buf.len > 0 ? "\n" : "",
-						 redlock_node_name(set, i), outcomes[i].error);
-	}
-	if (buf.len == 0)
-	{
-		pfree(buf.data);
-		return NULL;
-	}
-	return buf.data;
 }
 
 /*
@@ -307,113 +231,6 @@ count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
 }
 
 /*
- * Sleeps a random retry delay (spec §4): retry_delay plus up to retry_jitter ms, but
- * at least as long as the attempt took (attempt_ms) and at least 1 ms, so that a
- * delay of 0 cannot turn into a hot loop against the masters; and not past
- * deadline_ms (a redlock_clock_ms() time; < 0 for none).
- *
- * Two things end it early.  free_in_ms >= 0: the keys that refused us expire on a
- * quorum of masters that many ms from now (their PTTLs), so waking then is enough.
- * wakeups (may be NULL): a counter another process bumps, and sets our latch, when the
- * lock is released; once it differs from seen (read before the attempt went out), the
- * sleep ends after a random time up to the attempt's own (attempt_ms, at least 100 us,
- * at most retry_jitter ms): the waiters that releases wake in several clusters then
- * reach the masters one round trip apart at most, rather than in the same instant,
- * while a handoff costs half a round trip on average.  A waiter woken directly by a
- * release in its own cluster (REDLOCK_WAKEUP_DIRECT) retries at once: it is the one
- * waiter of its cluster that release wakes, and the other clusters' waiters hear of
- * the release later, through their subscriptions.  Interruptible (that short jitter
- * aside).
- */
-static void
-retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
-			pg_atomic_uint64 *wakeups, uint64 seen)
-{
-	double		now = redlock_clock_ms();
-	double		delay = redlock_retry_delay_ms;
-	double		end;
-
-	if (redlock_retry_jitter_ms > 0)
-		delay += (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
-											   redlock_retry_jitter_ms);
-	delay = Max(delay, Max(attempt_ms, 1.0));
-	if (free_in_ms >= 0)
-		delay = Min(delay, Max(free_in_ms + 1.0, 1.0));
-	end = now + delay;
-	if (deadline_ms >= 0 && end > deadline_ms)
-		end = deadline_ms;
-
-	while (now < end)
-	{
-		int			rc;
-
-		uint64		count = wakeups ? pg_atomic_read_u64(wakeups) : seen;
-
-		if (count != seen)
-		{
-			/* Woken: a random part of one attempt's time (in us), then retry. */
-			uint64		max_us = (uint64) Min(redlock_retry_jitter_ms * 1000.0,
-											  Max(attempt_ms * 1000.0, 100.0));
-
-			/* Woken by a release in this cluster: nobody else was woken with us. */
-			if ((count ^ seen) >= REDLOCK_WAKEUP_DIRECT)
-				max_us = 0;
-			if (max_us > 0)
-				pg_usleep((long) pg_prng_uint64_range(&pg_global_prng_state, 0, max_us));
-			CHECK_FOR_INTERRUPTS();
-			break;
-		}
-		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   (long) ceil(end - now), redlock_wait_event(REDLOCK_WAIT_RETRY));
-		if (rc & WL_LATCH_SET)
-		{
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-		}
-		now = redlock_clock_ms();
-	}
-}
-
-/* qsort comparator for doubles, ascending. */
-static int
-compare_double(const void *a, const void *b)
-{
-	double		x = *(const double *) a;
-	double		y = *(const double *) b;
-
-	return (x > y) - (x < y);
-}
-
-/*
- * From one attempt's SET and PTTL outcomes: in how many ms the lock can be free on a
- * quorum of masters (ours are undone; a refused master's key expires after its PTTL;
- * a master without the key is free now), or -1 when that cannot be told.
- */
-static double
-free_in_ms(const RedlockNodeOutcome *set_outcomes, const RedlockNodeOutcome *pttl_outcomes,
-		   int count, int quorum)
-{
-	double		free_in[REDLOCK_MAX_NODES];
-
-	for (int i = 0; i < count; i++)
-	{
-		free_in[i] = INFINITY;
-		if (set_outcomes[i].kind == REDLOCK_REPLY_OK)
-			free_in[i] = 0;
-		else if (set_outcomes[i].kind == REDLOCK_REPLY_NIL &&
-				 pttl_outcomes[i].kind == REDLOCK_REPLY_INTEGER)
-		{
-			if (pttl_outcomes[i].integer >= 0)
-				free_in[i] = pttl_outcomes[i].integer;
-			else if (pttl_outcomes[i].integer == -2)
-				free_in[i] = 0; /* gone since the SET */
-		}
-	}
-	qsort(free_in, count, sizeof(double), compare_double);
-	return (quorum <= count && isfinite(free_in[quorum - 1])) ? free_in[quorum - 1] : -1;
-}
-
-/*
  * redlock_quorum_acquire
  *		Acquires key on a quorum of set's masters (spec §3), retrying a busy lock
  *		(spec §4).
@@ -429,9 +246,9 @@ free_in_ms(const RedlockNodeOutcome *set_outcomes, const RedlockNodeOutcome *ptt
  *		ends when a quorum of the keys that refused us will have expired, and a failed
  *		attempt's undo announces the release only when no single other client holds
  *		the lock on a quorum (a single attempt's undo never announces).
- * wakeups: NULL, or a counter bumped when a release of key is announced (see
- *		retry_sleep): the retry delay then ends early.
- * behind: other backends of this cluster already wait for key (with wakeups only):
+ * waiter: NULL, or this backend's slot on the waiter board, woken when a release of
+ *		key is announced (see redlock_retry_sleep): the retry delay then ends early.
+ * behind: other backends of this cluster already wait for key (with waiter only):
  *		the first attempt waits for a wake-up too, or one retry delay, rather than race
  *		the waiter a release has just woken; a third contender in a round can split
  *		the masters' votes so that nobody wins.
@@ -446,7 +263,7 @@ free_in_ms(const RedlockNodeOutcome *set_outcomes, const RedlockNodeOutcome *ptt
  */
 void
 redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int ttl_ms,
-					   int wait_ms, pg_atomic_uint64 *wakeups, bool behind,
+					   int wait_ms, RedlockWaiter *waiter, bool behind,
 					   RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
@@ -458,7 +275,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 	RedlockCommand undo;
 	char		ttl_text[16];
 	double		deadline_ms;
-	double		drift_ms = clock_drift_ms(ttl_ms);
+	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
 
 	result_init(set, result);
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
@@ -482,9 +299,14 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 	key_command(get, "GET", key, accept_value, result->quorum);
 	key_command(pttl, "PTTL", key, accept_integer, result->quorum);
 
-	/* Queue behind this cluster's waiters: the oldest is woken first (registry.c). */
-	if (wakeups && behind && wait_ms != 0)
-		retry_sleep(0, deadline_ms, -1, wakeups, pg_atomic_read_u64(wakeups));
+	/* Queue behind this cluster's waiters: the oldest is woken first (waiters.c). */
+	if (waiter && behind && wait_ms != 0)
+	{
+		RedlockWakeCount now_seen;
+
+		redlock_waiters_read(waiter, &now_seen);
+		redlock_retry_sleep(0, deadline_ms, -1, waiter, &now_seen);
+	}
 
 	for (;;)
 	{
@@ -492,10 +314,12 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		double		now;
 		int			accepted = 0;
 		int			answered = 0;
-		uint64		seen = wakeups ? pg_atomic_read_u64(wakeups) : 0;
+		RedlockWakeCount seen = {0, 0};
 		double		free_in;
 		bool		held_elsewhere;
 
+		if (waiter)
+			redlock_waiters_read(waiter, &seen);
 		redlock_new_token(token);
 		command->argvlen[2] = strlen(token);
 		start_ms = redlock_clock_ms();
@@ -519,12 +343,12 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		result->answered = answered;
 		result->elapsed_ms = now - start_ms;
 		free_in = ncommands == 3
-			? free_in_ms(outcomes, outcomes + 2 * result->node_count, result->node_count,
-						 result->quorum)
+			? redlock_free_in_ms(outcomes, outcomes + 2 * result->node_count,
+								 result->node_count, result->quorum)
 			: -1;
 		held_elsewhere = ncommands == 1 ||
-			held_by_one_client(outcomes, outcomes + result->node_count,
-							   result->node_count, result->quorum);
+			redlock_held_by_one_client(outcomes, outcomes + result->node_count,
+									   result->node_count, result->quorum);
 
 		/* Spec §3 steps 3 and 4: a quorum, and validity left after elapsed and drift. */
 		if (accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0)
@@ -561,7 +385,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		redlock_stats_count(REDLOCK_STAT_BUSY);
 		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
 			break;
-		retry_sleep(result->elapsed_ms, deadline_ms, free_in, wakeups, seen);
+		redlock_retry_sleep(result->elapsed_ms, deadline_ms, free_in, waiter, &seen);
 	}
 	pfree(outcomes);
 }
@@ -662,7 +486,7 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 	{
 		RedlockResult *result = &results[k];
 		RedlockNodeOutcome *mine = &outcomes[k * count];
-		double		drift_ms = clock_drift_ms(ttls_ms[k]);
+		double		drift_ms = redlock_clock_drift_ms(ttls_ms[k]);
 
 		result->elapsed_ms = elapsed_ms;
 		result->attempts = 1;

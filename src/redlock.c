@@ -10,6 +10,7 @@
 #include "fmgr.h"
 
 #include "redlock.h"
+#include "waiters.h"
 
 PG_MODULE_MAGIC;
 
@@ -19,13 +20,16 @@ void		_PG_init(void);
  * _PG_init
  *		Defines the redlock.* GUCs when the library is loaded.  When it is preloaded,
  *		also asks for shared memory (cluster-wide counters, the registry of
- *		auto-extended locks) and registers the background worker that renews them.
+ *		auto-extended locks, the waiter board) and registers the background worker that renews them.
  */
 void
 _PG_init(void)
 {
 	RedlockGucInit();
 	RedlockStatsInit();
+	RedlockQuorumInit();
+	RedlockFenceInit();
 	RedlockRegistryInit();
+	RedlockWaitersInit();
 	RedlockWorkerInit();
 }

@@ -4,13 +4,15 @@
  *	  Shared types and the functions each layer of redlock offers the one above.
  *
  * Layers, top to bottom: SQL functions (sql.c) and transaction hooks (xact.c) -> lock
- * table (locktable.c) -> quorum protocol (quorum.c) -> node connections (node.c) ->
- * configuration (guc.c, servers.c).  Each layer calls only the one below it; the clock
+ * table (locktable.c) -> quorum protocol (quorum.c) -> the connection layer (call.c,
+ * one call over every master; below it waitset.c, nodeset.c, node.c, owed.c and
+ * conn.c, each with its header) -> configuration (guc.c, servers.c).  Each layer calls
+ * only those below it; the clock
  * (clock.c) and the counters (stats.c) are leaves any of them uses.  Beside the lock
  * table, in shared memory, the registry (registry.c) of auto-extended locks and of
  * waiters: backends add to it, and the background worker (worker.c) renews what it
  * holds through quorum.c with its own connections, and relays release announcements
- * from its subscriptions (subscription.c, connected through node.c) to the waiters.
+ * from its subscriptions (subscription.c, connected through nodeconn.c) to the waiters.
  * Times are milliseconds on every interface, read with redlock_clock_ms().  The lower
  * layers return outcomes; only the SQL functions and the hooks turn them into errors
  * or warnings (report.c holds their shared words).
@@ -86,7 +88,7 @@ extern const char *redlock_effective_password(void);
 extern int	redlock_quorum_for(int setting, int count);
 extern const char *redlock_quorum_problem(int setting, int count);
 
-/* ---- TLS to the masters: tls.c, used by node.c; settings in guc.c ---- */
+/* ---- TLS to the masters: tls.c, used by conn.c; settings in guc.c ---- */
 
 /* How much of a master's certificate redlock.tls_verify checks. */
 typedef enum RedlockTlsVerify
@@ -142,7 +144,7 @@ extern bool redlock_tls_gone_while_idle(RedlockTlsSession *session);
 
 extern double redlock_clock_ms(void);
 
-/* ---- node connections: node.c ---- */
+/* ---- the connection layer (call.c, nodeset.c and below): what its callers share ---- */
 
 /* What one node made of one command. */
 typedef enum RedlockReplyKind
@@ -212,37 +214,13 @@ typedef struct RedlockCommand
 /* The masters of one configuration (servers, credentials, database); opaque. */
 typedef struct RedlockNodeSet RedlockNodeSet;
 
-extern void redlock_script_register(RedlockScript *script);
-extern RedlockNodeSet *redlock_nodeset_current(void);
-extern RedlockNodeSet *redlock_nodeset_for(const RedlockServerList *list,
-										   const char *username, const char *password,
-										   int database, int quorum,
-										   const RedlockTlsConfig *tls);
-extern void redlock_nodeset_pin(RedlockNodeSet *set);
-extern void redlock_nodeset_unpin(RedlockNodeSet *set);
-extern int	redlock_nodeset_size(const RedlockNodeSet *set);
-extern int	redlock_nodeset_quorum(const RedlockNodeSet *set);
-extern const char *redlock_node_name(const RedlockNodeSet *set, int node);
-extern void redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands,
-							  int ncommands, bool cleanup, RedlockNodeOutcome *outcomes);
-extern void redlock_nodes_disconnect(void);
+extern void redlock_script_register(RedlockScript *script);	/* node.c */
 
 /*
- * One master's connection apart from any call (the worker's subscriptions), opened
- * by the same code as every other: TLS, AUTH, SELECT as the node set says; opaque.
+ * The rest of the connection layer's interface is in its modules' headers: call.h
+ * (redlock_nodes_run), nodeset.h (node sets), nodeconn.h (a connection apart from any
+ * call).
  */
-typedef struct RedlockConn RedlockConn;
-
-extern RedlockConn *redlock_conn_open(RedlockNodeSet *set, int node, char *why,
-									  size_t whylen);
-extern void redlock_conn_close(RedlockConn *conn);
-extern bool redlock_conn_append(RedlockConn *conn, int argc, const char **argv);
-extern pgsocket redlock_conn_socket(const RedlockConn *conn);
-extern uint32 redlock_conn_events(const RedlockConn *conn);
-extern bool redlock_conn_ready(const RedlockConn *conn);
-extern bool redlock_conn_service(RedlockConn *conn, uint32 events, char *why, size_t whylen);
-extern bool redlock_conn_next_reply(RedlockConn *conn, void **reply, char *why,
-									size_t whylen);
 
 /* ---- counters: stats.c, fed by quorum.c and locktable.c ---- */
 
@@ -291,7 +269,6 @@ extern void redlock_stats_count(RedlockCounter counter);
 extern void redlock_stats_acquire_latency(double ms);
 extern void redlock_stats_snapshot(RedlockStatsSnapshot *snapshot);
 extern void redlock_stats_reset_counters(void);
-extern int	redlock_nodes_figures(RedlockNodeFigures **figures);	/* node.c */
 
 /* ---- quorum protocol: quorum.c ---- */
 
@@ -325,9 +302,8 @@ typedef struct RedlockKeyToken
 	const char *token;
 } RedlockKeyToken;
 
+extern void RedlockQuorumInit(void);
 extern void redlock_new_token(char *token);
-extern bool redlock_ttl_leaves_validity(int ttl_ms);
-extern double redlock_validity_bound_ms(int ttl_ms);
 /*
  * Releases are announced on a channel of their own key, this prefix followed by the key
  * (the message is the key): a PUBLISH that nobody subscribed to delivers nothing, so a
@@ -335,14 +311,14 @@ extern double redlock_validity_bound_ms(int ttl_ms);
  */
 #define REDLOCK_RELEASE_CHANNEL_PREFIX "redlock:released:"
 
+struct RedlockWaiter;			/* waiters.h */
+
 extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token,
-								   int ttl_ms, int wait_ms, pg_atomic_uint64 *wakeups,
+								   int ttl_ms, int wait_ms, struct RedlockWaiter *waiter,
 								   bool behind, RedlockResult *result);
 extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 										int n, bool wait_all, bool cleanup,
 										RedlockResult *results);
-extern char *redlock_node_errors(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes,
-								int n);
 extern void redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token,
 								  int ttl_ms, RedlockResult *result);
 extern void redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
@@ -354,7 +330,7 @@ extern void redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToke
 /* How long a fencing counter lives after the last token taken from it: 30 days. */
 #define REDLOCK_FENCE_COUNTER_TTL_MS	INT64CONST(2592000000)
 
-extern void redlock_fence_scripts_register(void);
+extern void RedlockFenceInit(void);
 extern void redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 								 double valid_until_ms, int64 *fence, RedlockResult *result);
 
@@ -438,15 +414,7 @@ extern void redlock_registry_renewed(const RedlockRenewal *renewals,
 									 const RedlockRenewalOutcome *outcomes, int n);
 extern void redlock_registry_round_done(double round_ms, int locks);
 extern bool redlock_registry_figures(int *locks, double *round_ms, int *round_locks);
-extern pg_atomic_uint64 *redlock_registry_wait_begin(const char *key, bool *behind);
-extern void redlock_registry_wait_end(void);
-/* Added to a waiter's wake-up counter (which counts in its low 32 bits) by a direct wake. */
-#define REDLOCK_WAKEUP_DIRECT	(UINT64CONST(1) << 32)
-extern int	redlock_registry_wake(const char *key, size_t len, bool direct);
-extern void redlock_registry_catch_up(const char *key, size_t len);
-extern void redlock_registry_waited_keys(void (*fn) (const char *key, size_t len, void *arg),
-										 void *arg);
-extern int	redlock_registry_waiting(void);
+extern void redlock_registry_wake_worker(void);
 
 /* ---- the background worker: worker.c, and its subscriptions: subscription.c ---- */
 

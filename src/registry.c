@@ -25,18 +25,12 @@
  * One LWLock guards everything; nobody holds it across network waits or anything that
  * may raise.  Owners wait for the worker's answers on a condition variable.
  *
- * Beside the locks, one waiter slot per backend (by PGPROC number): the key a backend is
- * waiting to acquire and its hash, and a counter that a release announcement for that
- * key bumps (setting the waiter's latch).  The worker reads the keys to subscribe to
- * their release channels while someone waits (subscription.c).  Atomics and barriers,
- * no lock: a torn or stale read only costs a spurious wake-up or one ordinary retry
- * delay.
+ * The waiter board (who waits for which key, and wake-ups) is waiters.c's.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
@@ -52,7 +46,6 @@
 #include "redlock.h"
 
 #define REGISTRY_CONFIGS			16
-#define REDLOCK_WAKE_DEDUP_MS		3	/* announcements of one release arrive within it */
 #define REGISTRY_SERVERS_LEN		(sizeof(((RedlockRegistryConfig *) 0)->servers) - 1)
 #define REGISTRY_CREDENTIAL_LEN		(sizeof(((RedlockRegistryConfig *) 0)->username) - 1)
 
@@ -106,30 +99,7 @@ typedef struct RegistryShared
 	RegistryEntry entries[FLEXIBLE_ARRAY_MEMBER];
 } RegistryShared;
 
-/* A backend's wait for a busy lock. */
-typedef struct RegistryWaiter
-{
-	pg_atomic_uint64 key_hash;	/* hash of the key waited for (odd); 0: not waiting */
-	pg_atomic_uint64 wakeups;
-	pg_atomic_uint64 woken_at_us;	/* when last woken (redlock_clock_ms() * 1000) */
-	pg_atomic_uint64 since_us;	/* when this wait began (likewise) */
-	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];	/* written before key_hash; "" when
-													 * too long to keep (the wait polls) */
-} RegistryWaiter;
-
-/* The last wake-up of a key, in a small table of recent ones (by hash). */
-typedef struct RecentWake
-{
-	pg_atomic_uint64 key_hash;
-	pg_atomic_uint64 at_us;
-} RecentWake;
-
-#define RECENT_WAKES 64
-
 static RegistryShared *registry = NULL;
-static RegistryWaiter *waiters = NULL;
-static RecentWake *recent_wakes = NULL;
-static bool waiter_exit_registered = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -147,8 +117,6 @@ registry_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(registry_size()));
-	RequestAddinShmemSpace(MAXALIGN(mul_size(MaxBackends, sizeof(RegistryWaiter))));
-	RequestAddinShmemSpace(MAXALIGN(sizeof(RecentWake) * RECENT_WAKES));
 	RequestNamedLWLockTranche("redlock registry", 1);
 }
 
@@ -168,29 +136,6 @@ registry_shmem_startup(void)
 		registry->lock = &(GetNamedLWLockTranche("redlock registry"))->lock;
 		ConditionVariableInit(&registry->answered);
 		registry->max_entries = redlock_max_auto_extended_locks;
-	}
-	waiters = ShmemInitStruct("redlock waiters", mul_size(MaxBackends, sizeof(RegistryWaiter)),
-							  &found);
-	if (!found)
-	{
-		for (int i = 0; i < MaxBackends; i++)
-		{
-			pg_atomic_init_u64(&waiters[i].key_hash, 0);
-			pg_atomic_init_u64(&waiters[i].wakeups, 0);
-			pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
-			pg_atomic_init_u64(&waiters[i].since_us, 0);
-			waiters[i].key[0] = '\0';
-		}
-	}
-	recent_wakes = ShmemInitStruct("redlock recent wakes", sizeof(RecentWake) * RECENT_WAKES,
-								   &found);
-	if (!found)
-	{
-		for (int i = 0; i < RECENT_WAKES; i++)
-		{
-			pg_atomic_init_u64(&recent_wakes[i].key_hash, 0);
-			pg_atomic_init_u64(&recent_wakes[i].at_us, 0);
-		}
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -278,10 +223,15 @@ config_release(int slot)
 	registry->configs[slot].refs--;
 }
 
-static void
-wake_worker(void)
+/*
+ * redlock_registry_wake_worker
+ *		Sets the worker's latch, if a worker runs (the library preloaded).  Raises
+ *		nothing.
+ */
+void
+redlock_registry_wake_worker(void)
 {
-	Latch	   *latch = registry->worker_latch;
+	Latch	   *latch = registry ? registry->worker_latch : NULL;
 
 	if (latch)
 		SetLatch(latch);
@@ -429,7 +379,7 @@ redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token
 	}
 	LWLockRelease(registry->lock);
 	if (wake)
-		wake_worker();
+		redlock_registry_wake_worker();
 }
 
 /*
@@ -547,7 +497,7 @@ redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 	LWLockRelease(registry->lock);
 	if (seq == 0)
 		return;
-	wake_worker();
+	redlock_registry_wake_worker();
 
 	/* The worker's round is bounded by its timeouts; allow for two and a margin. */
 	deadline_ms = redlock_clock_ms() + 2.0 * (redlock_connect_timeout_ms + redlock_timeout_ms) + 1000;
@@ -855,228 +805,4 @@ redlock_registry_figures(int *locks, double *round_ms, int *round_locks)
 	*round_locks = registry->round_locks;
 	LWLockRelease(registry->lock);
 	return true;
-}
-
-/*---- waiters ----*/
-
-/* The hash a waiter slot holds for key: never 0, which means "not waiting". */
-static uint64
-key_hash(const char *key, size_t len)
-{
-	return hash_bytes_extended((const unsigned char *) key, (int) len, 0) | 1;
-}
-
-static void
-waiter_clear_at_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
-{
-	redlock_registry_wait_end();
-}
-
-/*
- * redlock_registry_wait_begin
- *		Announces that this backend is waiting to acquire key, so that a release of it
- *		wakes it (redlock_registry_wake), and nudges the worker to subscribe to key's
- *		release channel unless another waiter of this cluster has it subscribed already.
- *		Returns the counter such a release bumps, or NULL when there is no registry (not
- *		preloaded): the wait then polls.  Sets *behind to whether another backend of this
- *		cluster already waits for key (it is woken first).  Pair with
- *		redlock_registry_wait_end (also run at exit).  Raises nothing.
- */
-pg_atomic_uint64 *
-redlock_registry_wait_begin(const char *key, bool *behind)
-{
-	RegistryWaiter *w;
-	uint64		h;
-	size_t		len = strlen(key);
-
-	*behind = false;
-	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
-		return NULL;
-	if (!waiter_exit_registered)
-	{
-		before_shmem_exit(waiter_clear_at_exit, (Datum) 0);
-		waiter_exit_registered = true;
-	}
-	h = key_hash(key, len);
-	for (int i = 0; i < MaxBackends && !*behind; i++)
-		*behind = i != redlock_my_proc_number() && pg_atomic_read_u64(&waiters[i].key_hash) == h;
-	w = &waiters[redlock_my_proc_number()];
-	pg_atomic_write_u64(&w->since_us, (uint64) (redlock_clock_ms() * 1000.0));
-	if (len <= REDLOCK_REGISTRY_KEY_LEN)
-		memcpy(w->key, key, len + 1);
-	else
-		w->key[0] = '\0';
-	pg_write_barrier();			/* the worker checks the key against key_hash */
-	pg_atomic_write_u64(&w->key_hash, h);
-	if (!*behind)
-		wake_worker();
-	return &w->wakeups;
-}
-
-/*
- * redlock_registry_wait_end
- *		This backend no longer waits (acquired, gave up, interrupted).  Raises nothing.
- */
-void
-redlock_registry_wait_end(void)
-{
-	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
-		return;
-	pg_atomic_write_u64(&waiters[redlock_my_proc_number()].key_hash, 0);
-}
-
-/*
- * redlock_registry_waited_keys
- *		Calls fn(key, len, arg) once for each backend waiting for a busy lock now, with
- *		the key it waits for (a key waited for by several backends comes once per
- *		backend).  A slot read while its backend rewrites it is skipped: the read key
- *		must hash to the hash read before and after it.  For the worker's subscriptions;
- *		fn must not raise.  Raises nothing.
- */
-void
-redlock_registry_waited_keys(void (*fn) (const char *key, size_t len, void *arg), void *arg)
-{
-	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];
-
-	if (waiters == NULL)
-		return;
-	for (int i = 0; i < MaxBackends; i++)
-	{
-		uint64		h = pg_atomic_read_u64(&waiters[i].key_hash);
-		size_t		len;
-
-		if (h == 0)
-			continue;
-		pg_read_barrier();
-		memcpy(key, waiters[i].key, sizeof(key));	/* not strlcpy: it may be mid-write */
-		key[sizeof(key) - 1] = '\0';
-		pg_read_barrier();
-		len = strlen(key);
-		if (len == 0 || pg_atomic_read_u64(&waiters[i].key_hash) != h ||
-			key_hash(key, len) != h)
-			continue;
-		fn(key, len, arg);
-	}
-}
-
-/*
- * The backend that has waited longest for the key of hash h, or -1 when none waits; and
- * in *last_woken_us when any of them was last woken (0: never).
- */
-static int
-waiter_oldest(uint64 h, uint64 *last_woken_us)
-{
-	int			oldest = -1;
-	uint64		oldest_since = PG_UINT64_MAX;
-
-	*last_woken_us = 0;
-	for (int i = 0; i < MaxBackends; i++)
-	{
-		uint64		since;
-
-		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
-			continue;
-		*last_woken_us = Max(*last_woken_us, pg_atomic_read_u64(&waiters[i].woken_at_us));
-		since = pg_atomic_read_u64(&waiters[i].since_us);
-		if (since < oldest_since)
-		{
-			oldest = i;
-			oldest_since = since;
-		}
-	}
-	return oldest;
-}
-
-/* Bumps waiter i's counter (with REDLOCK_WAKEUP_DIRECT if direct) and sets its latch. */
-static void
-waiter_wake(int i, bool direct)
-{
-	pg_atomic_fetch_add_u64(&waiters[i].wakeups, direct ? REDLOCK_WAKEUP_DIRECT + 1 : 1);
-	SetLatch(&ProcGlobal->allProcs[i].procLatch);
-}
-
-/*
- * redlock_registry_wake
- *		A release of key (len bytes) was announced: wakes the backend of this cluster
- *		that has waited longest for key (bumps its counter and sets its latch).  One
- *		waiter a release, not all: each cluster's woken waiter races the others' for
- *		the lock, and waking every waiter would make them all retry, be refused and
- *		wait again, a herd that cost more CPU than the handoff on 2 cores.  Waiters are
- *		thus woken oldest first within a cluster; the others keep their own retry
- *		delays.  One release is announced by every master that deleted the key, and
- *		also directly in its own cluster: when key woke a waiter less than
- *		REDLOCK_WAKE_DEDUP_MS ago (a table of recent wake-ups by key hash; a collision
- *		only costs a waiter its ordinary retry delay), this is the same release and
- *		nobody else is woken.
- *		direct: the release was made in this cluster and has just completed (not an
- *		announcement): the counter also gains REDLOCK_WAKEUP_DIRECT, and the waiter
- *		retries without jitter (see retry_sleep in quorum.c).
- *		Returns how many were woken (0 or 1).  Raises nothing.
- */
-int
-redlock_registry_wake(const char *key, size_t len, bool direct)
-{
-	uint64		h;
-	uint64		now_us = (uint64) (redlock_clock_ms() * 1000.0);
-	int			oldest;
-	uint64		last_us;
-	RecentWake *recent;
-
-	if (waiters == NULL)
-		return 0;
-	h = key_hash(key, len);
-	recent = &recent_wakes[h % RECENT_WAKES];
-	if (pg_atomic_read_u64(&recent->key_hash) == h &&
-		now_us - pg_atomic_read_u64(&recent->at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
-		return 0;
-	oldest = waiter_oldest(h, &last_us);
-	if (oldest < 0 || now_us - last_us < REDLOCK_WAKE_DEDUP_MS * 1000)
-		return 0;
-	last_us = pg_atomic_read_u64(&waiters[oldest].woken_at_us);
-	if (!pg_atomic_compare_exchange_u64(&waiters[oldest].woken_at_us, &last_us, now_us))
-		return 0;				/* another process woke it just now */
-	pg_atomic_write_u64(&recent->at_us, now_us);
-	pg_atomic_write_u64(&recent->key_hash, h);
-	waiter_wake(oldest, direct);
-	redlock_stats_count(REDLOCK_STAT_WAKEUPS);
-	return 1;
-}
-
-/*
- * redlock_registry_catch_up
- *		Key's release channel has just been subscribed to on a quorum of masters: wakes
- *		the backend of this cluster that has waited longest for key, to try once more.
- *		A release made between its last attempt and the subscription was announced to
- *		nobody; this retry finds the lock free instead of waiting a retry delay.  Not a
- *		release: no dedup record is left, so that a release announced just after still
- *		wakes the waiter.  Raises nothing.
- */
-void
-redlock_registry_catch_up(const char *key, size_t len)
-{
-	int			oldest;
-	uint64		last_woken_us;
-
-	if (waiters == NULL)
-		return;
-	oldest = waiter_oldest(key_hash(key, len), &last_woken_us);
-	if (oldest >= 0)
-		waiter_wake(oldest, false);
-}
-
-/*
- * redlock_registry_waiting
- *		The number of backends waiting for a busy lock now.  Raises nothing.
- */
-int
-redlock_registry_waiting(void)
-{
-	int			n = 0;
-
-	if (waiters == NULL)
-		return 0;
-	for (int i = 0; i < MaxBackends; i++)
-		if (pg_atomic_read_u64(&waiters[i].key_hash) != 0)
-			n++;
-	return n;
 }

@@ -18,7 +18,10 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "nodeset.h"
 #include "redlock.h"
+#include "validity.h"
+#include "waiters.h"
 
 /*---- argument checks ----*/
 
@@ -610,7 +613,7 @@ redlock_stats(PG_FUNCTION_ARGS)
 	values[16] = Float8GetDatum(round_ms);
 	values[17] = Int32GetDatum(round_locks);
 	values[18] = Int64GetDatum((int64) snapshot.counters[REDLOCK_STAT_WAKEUPS]);
-	values[19] = Int32GetDatum(redlock_registry_waiting());
+	values[19] = Int32GetDatum(redlock_waiters_count());
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
 

@@ -6,7 +6,7 @@
  * The counters are cluster-wide, in shared memory, when the library is in
  * shared_preload_libraries; otherwise each backend counts its own.  They are atomics
  * so that counting never takes a lock on the hot path.  (What this backend saw of each
- * master is kept with its connection, in node.c.)
+ * master is kept with its node, in nodeset.c and node.c.)
  *
  * A leaf: quorum.c and locktable.c feed it; the SQL functions read it.
  *

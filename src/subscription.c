@@ -10,17 +10,17 @@
  * (REDLOCK_RELEASE_CHANNEL_PREFIX followed by the key), on each master that deleted it.
  * A PUBLISH that nobody subscribed to delivers nothing, so a release costs no message
  * to a cluster where nobody waits for that key, whatever the number of clusters.  A
- * waiter writes its key on the waiter board and sets our latch (registry.c); we
+ * waiter writes its key on the waiter board and sets our latch (waiters.c); we
  * subscribe on every master, keep the subscription while anyone waits for the key and
  * CHANNEL_LINGER_MS after, then unsubscribe.  A release made after a waiter's last
  * attempt but before the subscription took effect is announced to nobody: when a
  * quorum of masters has confirmed a subscription, the oldest waiter is woken to try
- * once more (redlock_registry_catch_up).  Each master that deleted the key announces
+ * once more (redlock_waiters_catch_up).  Each master that deleted the key announces
  * the release: the waiter is woken once a quorum of them has (sooner, the key could
  * still be on a majority), and the rest are ignored.
  *
- * The connections are opened by node.c's connection code, the one every connection to
- * a master goes through (redlock_conn_open): TLS as redlock.tls says (in a build
+ * The connections are opened by conn.c, the code every connection to a master goes
+ * through (here by way of redlock_nodeconn_open): TLS as redlock.tls says (in a build
  * without TLS, with redlock.tls on, they fail before anything is sent in clear), then
  * AUTH and SELECT, then the subscriptions.  A connect (and TLS handshake) gets
  * redlock.connect_timeout, each subscription's confirmation redlock.timeout.
@@ -49,7 +49,10 @@
 #include <hiredis/hiredis.h>
 
 #include "compat.h"
+#include "nodeconn.h"
+#include "nodeset.h"
 #include "redlock.h"
+#include "waiters.h"
 
 #define RESUBSCRIBE_DELAY_MS 1000
 #define CHANNEL_LINGER_MS 1000	/* keep a channel this long after its last waiter left */
@@ -62,7 +65,7 @@
 typedef struct Subscriber
 {
 	int			node;
-	RedlockConn *conn;
+	RedlockNodeConn *conn;
 	int			owed;			/* subscriptions sent but not yet confirmed */
 	double		deadline_ms;	/* connecting, or owed > 0: when to give up on it */
 	uint32		event_mask;		/* socket events registered in wait_set */
@@ -132,7 +135,7 @@ sub_close(Subscriber *sub, double retry_after_ms)
 
 	if (sub->conn)
 	{
-		redlock_conn_close(sub->conn);
+		redlock_nodeconn_close(sub->conn);
 		sub->conn = NULL;
 		wait_set_stale = true;
 	}
@@ -184,19 +187,19 @@ sub_subscribe(Subscriber *sub)
 		if (sub->owed == 0)
 			sub->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
 		sub->owed += argc - 1;
-		if (!redlock_conn_append(sub->conn, argc, argv))
+		if (!redlock_nodeconn_append(sub->conn, argc, argv))
 			sub_fail(sub, "out of memory");
 	}
 	pfree(argv);
 }
 
-/* Opens sub's connection through node.c's connection code, then subscribes. */
+/* Opens sub's connection (redlock_nodeconn_open), then subscribes. */
 static void
 sub_open(Subscriber *sub)
 {
 	char		why[REDLOCK_NODE_ERROR_LEN];
 
-	sub->conn = redlock_conn_open(subs_set, sub->node, why, sizeof(why));
+	sub->conn = redlock_nodeconn_open(subs_set, sub->node, why, sizeof(why));
 	if (sub->conn == NULL)
 	{
 		sub_fail(sub, why);
@@ -208,7 +211,7 @@ sub_open(Subscriber *sub)
 	sub_subscribe(sub);
 }
 
-/* redlock_registry_waited_keys' callback: key is waited for now. */
+/* redlock_waiters_keys' callback: key is waited for now. */
 static void
 channel_want(const char *key, size_t len, void *arg)
 {
@@ -239,7 +242,7 @@ channels_sync(double now)
 	Channel    *ch;
 	double		next = INFINITY;
 
-	redlock_registry_waited_keys(channel_want, &now);
+	redlock_waiters_keys(channel_want, &now);
 	hash_seq_init(&seq, channels);
 	while ((ch = hash_seq_search(&seq)) != NULL)
 	{
@@ -254,7 +257,7 @@ channels_sync(double now)
 			const char *argv[2] = {"UNSUBSCRIBE", ch->name};
 
 			if (subs[i].conn && (ch->sent & (UINT64CONST(1) << i)) &&
-				!redlock_conn_append(subs[i].conn, 2, argv))
+				!redlock_nodeconn_append(subs[i].conn, 2, argv))
 				sub_fail(&subs[i], "out of memory");
 		}
 		hash_search(channels, &ch->hash, HASH_REMOVE, NULL);
@@ -277,7 +280,7 @@ announce(const char *key, size_t len)
 		a->first_ms = now;
 	}
 	if (++a->count == subs_quorum())
-		(void) redlock_registry_wake(key, len, false);
+		(void) redlock_waiters_wake(key, len, false);
 }
 
 /* A master confirmed sub's subscription to channel name: catch up at the quorum's. */
@@ -300,7 +303,7 @@ sub_confirmed(Subscriber *sub, const char *name, size_t len)
 	if (!ch->caught_up && pg_popcount64(ch->confirmed) >= subs_quorum())
 	{
 		ch->caught_up = true;
-		redlock_registry_catch_up(CHANNEL_KEY(ch), len - CHANNEL_PREFIX_LEN);
+		redlock_waiters_catch_up(CHANNEL_KEY(ch), len - CHANNEL_PREFIX_LEN);
 	}
 }
 
@@ -336,14 +339,14 @@ static void
 sub_service(Subscriber *sub, uint32 events)
 {
 	char		why[REDLOCK_NODE_ERROR_LEN];
-	bool		was_ready = redlock_conn_ready(sub->conn);
+	bool		was_ready = redlock_nodeconn_ready(sub->conn);
 
-	if (!redlock_conn_service(sub->conn, events, why, sizeof(why)))
+	if (!redlock_nodeconn_service(sub->conn, events, why, sizeof(why)))
 	{
 		sub_fail(sub, why);
 		return;
 	}
-	if (!redlock_conn_ready(sub->conn))
+	if (!redlock_nodeconn_ready(sub->conn))
 		return;
 	if (!was_ready)				/* connected: confirmations are owed from now */
 		sub->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
@@ -351,7 +354,7 @@ sub_service(Subscriber *sub, uint32 events)
 	{
 		void	   *reply;
 
-		if (!redlock_conn_next_reply(sub->conn, &reply, why, sizeof(why)))
+		if (!redlock_nodeconn_next_reply(sub->conn, &reply, why, sizeof(why)))
 		{
 			sub_fail(sub, why);
 			return;
@@ -413,8 +416,8 @@ wait_set_rebuild(void)
 
 		if (sub->conn == NULL)
 			continue;
-		sub->event_mask = redlock_conn_events(sub->conn);
-		AddWaitEventToSet(wait_set, sub->event_mask, redlock_conn_socket(sub->conn), NULL, sub);
+		sub->event_mask = redlock_nodeconn_events(sub->conn);
+		AddWaitEventToSet(wait_set, sub->event_mask, redlock_nodeconn_socket(sub->conn), NULL, sub);
 	}
 	wait_set_stale = false;
 }
@@ -441,7 +444,7 @@ redlock_subscriptions_wait(double timeout_ms)
 	for (int i = 0; i < nsubs; i++)
 	{
 		Subscriber *sub = &subs[i];
-		bool		ready = sub->conn && redlock_conn_ready(sub->conn);
+		bool		ready = sub->conn && redlock_nodeconn_ready(sub->conn);
 
 		if (sub->conn && (!ready || sub->owed > 0) && sub->deadline_ms <= now)
 			sub_fail(sub, ready
@@ -453,9 +456,9 @@ redlock_subscriptions_wait(double timeout_ms)
 			sub_subscribe(sub);
 		if (sub->conn == NULL)
 			end = Min(end, sub->retry_at_ms);
-		else if (!redlock_conn_ready(sub->conn) || sub->owed > 0)
+		else if (!redlock_nodeconn_ready(sub->conn) || sub->owed > 0)
 			end = Min(end, sub->deadline_ms);
-		if (sub->conn && redlock_conn_events(sub->conn) != sub->event_mask)
+		if (sub->conn && redlock_nodeconn_events(sub->conn) != sub->event_mask)
 			wait_set_stale = true;
 	}
 	if (wait_set_stale || wait_set == NULL)
@@ -482,7 +485,7 @@ redlock_subscriptions_close(void)
 	for (int i = 0; i < nsubs; i++)
 		if (subs[i].conn)
 		{
-			redlock_conn_close(subs[i].conn);
+			redlock_nodeconn_close(subs[i].conn);
 			subs[i].conn = NULL;
 		}
 	nsubs = 0;

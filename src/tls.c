@@ -4,8 +4,8 @@
  *	  TLS on the connections to the Redis masters (redlock.tls and its files), with
  *	  OpenSSL under hiredis' TLS layer (hiredis_ssl, hiredis 1.0 and later).
  *
- * node.c keeps its non-blocking connections and its one WaitEventSet: once a TCP
- * connect is done it starts a session here, which hands the socket to hiredis
+ * conn.c keeps the non-blocking connections (and waitset.c the one WaitEventSet): once
+ * a TCP connect is done conn.c starts a session here, which hands the socket to hiredis
  * (redisInitiateSSL) and then drives the handshake one step per socket event, saying
  * whether it waits to read or to write; only after the handshake do hiredis' reads and
  * writes go through the session.  Every connection of one configuration shares a
@@ -397,7 +397,7 @@ redlock_tls_pending(RedlockTlsSession *session)
 
 /*
  * redlock_tls_gone_while_idle
- *		The TLS form of node.c's idle check: true when session can no longer be used
+ *		The TLS form of conn.c's idle check: true when session can no longer be used
  *		(the master closed it, or sent data nobody asked for).  Protocol records that
  *		carry no data (session tickets) are consumed and do not count.  Raises nothing.
  */

@@ -36,6 +36,7 @@
 #include "utils/wait_event.h"
 
 #include "lease.h"
+#include "nodeset.h"
 #include "redlock.h"
 
 PGDLLEXPORT void redlock_worker_main(Datum main_arg);

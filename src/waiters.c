@@ -1,0 +1,359 @@
+/*-------------------------------------------------------------------------
+ *
+ * waiters.c
+ *	  The waiter board: one slot per backend (by PGPROC number) in shared memory, with
+ *	  the key the backend waits to acquire, its hash, and how often it was woken.  A
+ *	  release announcement for that key wakes the backend of this cluster that waited
+ *	  longest for it (bumping its counts and setting its latch).  The worker reads the
+ *	  keys to subscribe to their release channels while someone waits
+ *	  (subscription.c).
+ *
+ * Shared memory, present only when the library is preloaded; without it every wait
+ * polls.  Atomics and barriers, no lock: a torn or stale read only costs a spurious
+ * wake-up or one ordinary retry delay.  Nothing here is needed for safety.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+
+#include "compat.h"
+#include "waiters.h"
+
+#define REDLOCK_WAKE_DEDUP_MS		3	/* announcements of one release arrive within it */
+
+/* A backend's wait for a busy lock. */
+struct RedlockWaiter
+{
+	pg_atomic_uint64 key_hash;	/* hash of the key waited for (odd); 0: not waiting */
+	pg_atomic_uint64 wakeups;	/* every wake-up */
+	pg_atomic_uint64 direct_wakeups;	/* those by a release made in this cluster */
+	pg_atomic_uint64 woken_at_us;	/* when last woken (redlock_clock_ms() * 1000) */
+	pg_atomic_uint64 since_us;	/* when this wait began (likewise) */
+	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];	/* written before key_hash; "" when
+													 * too long to keep (the wait polls) */
+};
+
+/* The last wake-up of a key, in a small table of recent ones (by hash). */
+typedef struct RecentWake
+{
+	pg_atomic_uint64 key_hash;
+	pg_atomic_uint64 at_us;
+} RecentWake;
+
+#define RECENT_WAKES 64
+
+static RedlockWaiter *waiters = NULL;
+static RecentWake *recent_wakes = NULL;
+static bool waiter_exit_registered = false;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+waiters_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(mul_size(MaxBackends, sizeof(RedlockWaiter))));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(RecentWake) * RECENT_WAKES));
+}
+
+static void
+waiters_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	waiters = ShmemInitStruct("redlock waiters", mul_size(MaxBackends, sizeof(RedlockWaiter)),
+							  &found);
+	if (!found)
+	{
+		for (int i = 0; i < MaxBackends; i++)
+		{
+			pg_atomic_init_u64(&waiters[i].key_hash, 0);
+			pg_atomic_init_u64(&waiters[i].wakeups, 0);
+			pg_atomic_init_u64(&waiters[i].direct_wakeups, 0);
+			pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
+			pg_atomic_init_u64(&waiters[i].since_us, 0);
+			waiters[i].key[0] = '\0';
+		}
+	}
+	recent_wakes = ShmemInitStruct("redlock recent wakes", sizeof(RecentWake) * RECENT_WAKES,
+								   &found);
+	if (!found)
+	{
+		for (int i = 0; i < RECENT_WAKES; i++)
+		{
+			pg_atomic_init_u64(&recent_wakes[i].key_hash, 0);
+			pg_atomic_init_u64(&recent_wakes[i].at_us, 0);
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * RedlockWaitersInit
+ *		Asks for the board's shared memory when the library is being preloaded.  Called
+ *		from _PG_init.  Raises nothing.
+ */
+void
+RedlockWaitersInit(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = waiters_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = waiters_shmem_startup;
+}
+
+/* The hash a waiter slot holds for key: never 0, which means "not waiting". */
+static uint64
+waiters_key_hash(const char *key, size_t len)
+{
+	return hash_bytes_extended((const unsigned char *) key, (int) len, 0) | 1;
+}
+
+static void
+waiters_clear_at_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
+{
+	redlock_waiters_end();
+}
+
+/*
+ * redlock_waiters_begin
+ *		Announces that this backend is waiting to acquire key, so that a release of it
+ *		wakes it (redlock_waiters_wake), and nudges the worker to subscribe to key's
+ *		release channel unless another waiter of this cluster has it subscribed already.
+ *		Returns this backend's slot (read its wake-ups with redlock_waiters_read), or
+ *		NULL when there is no board (not preloaded): the wait then polls.  Sets
+ *		*behind to whether another backend of this cluster already waits for key (it
+ *		is woken first).  Pair with redlock_waiters_end (also run at exit).  Raises
+ *		nothing.
+ */
+RedlockWaiter *
+redlock_waiters_begin(const char *key, bool *behind)
+{
+	RedlockWaiter *w;
+	uint64		h;
+	size_t		len = strlen(key);
+
+	*behind = false;
+	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
+		return NULL;
+	if (!waiter_exit_registered)
+	{
+		before_shmem_exit(waiters_clear_at_exit, (Datum) 0);
+		waiter_exit_registered = true;
+	}
+	h = waiters_key_hash(key, len);
+	for (int i = 0; i < MaxBackends && !*behind; i++)
+		*behind = i != redlock_my_proc_number() && pg_atomic_read_u64(&waiters[i].key_hash) == h;
+	w = &waiters[redlock_my_proc_number()];
+	pg_atomic_write_u64(&w->since_us, (uint64) (redlock_clock_ms() * 1000.0));
+	if (len <= REDLOCK_REGISTRY_KEY_LEN)
+		memcpy(w->key, key, len + 1);
+	else
+		w->key[0] = '\0';
+	pg_write_barrier();			/* the worker checks the key against key_hash */
+	pg_atomic_write_u64(&w->key_hash, h);
+	if (!*behind)
+		redlock_registry_wake_worker();
+	return w;
+}
+
+/*
+ * redlock_waiters_end
+ *		This backend no longer waits (acquired, gave up, interrupted).  Raises nothing.
+ */
+void
+redlock_waiters_end(void)
+{
+	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
+		return;
+	pg_atomic_write_u64(&waiters[redlock_my_proc_number()].key_hash, 0);
+}
+
+/*
+ * redlock_waiters_read
+ *		How often waiter (this backend's, from redlock_waiters_begin) has been woken so
+ *		far, into *count.  Raises nothing.
+ */
+void
+redlock_waiters_read(RedlockWaiter *waiter, RedlockWakeCount *count)
+{
+	count->any = pg_atomic_read_u64(&waiter->wakeups);
+	pg_read_barrier();
+	count->direct = pg_atomic_read_u64(&waiter->direct_wakeups);
+}
+
+/*
+ * redlock_waiters_keys
+ *		Calls fn(key, len, arg) once for each backend waiting for a busy lock now, with
+ *		the key it waits for (a key waited for by several backends comes once per
+ *		backend).  A slot read while its backend rewrites it is skipped: the read key
+ *		must hash to the hash read before and after it.  For the worker's subscriptions;
+ *		fn must not raise.  Raises nothing.
+ */
+void
+redlock_waiters_keys(void (*fn) (const char *key, size_t len, void *arg), void *arg)
+{
+	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];
+
+	if (waiters == NULL)
+		return;
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		uint64		h = pg_atomic_read_u64(&waiters[i].key_hash);
+		size_t		len;
+
+		if (h == 0)
+			continue;
+		pg_read_barrier();
+		memcpy(key, waiters[i].key, sizeof(key));	/* not strlcpy: it may be mid-write */
+		key[sizeof(key) - 1] = '\0';
+		pg_read_barrier();
+		len = strlen(key);
+		if (len == 0 || pg_atomic_read_u64(&waiters[i].key_hash) != h ||
+			waiters_key_hash(key, len) != h)
+			continue;
+		fn(key, len, arg);
+	}
+}
+
+/*
+ * The backend that has waited longest for the key of hash h, or -1 when none waits; and
+ * in *last_woken_us when any of them was last woken (0: never).
+ */
+static int
+waiters_oldest(uint64 h, uint64 *last_woken_us)
+{
+	int			oldest = -1;
+	uint64		oldest_since = PG_UINT64_MAX;
+
+	*last_woken_us = 0;
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		uint64		since;
+
+		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
+			continue;
+		*last_woken_us = Max(*last_woken_us, pg_atomic_read_u64(&waiters[i].woken_at_us));
+		since = pg_atomic_read_u64(&waiters[i].since_us);
+		if (since < oldest_since)
+		{
+			oldest = i;
+			oldest_since = since;
+		}
+	}
+	return oldest;
+}
+
+/*
+ * Counts a wake-up of waiter i (a direct one too when direct) and sets its latch.  The
+ * direct count goes first: a waiter that reads the new total then reads it too
+ * (redlock_waiters_read reads them in the other order).
+ */
+static void
+waiters_wake_one(int i, bool direct)
+{
+	if (direct)
+		pg_atomic_fetch_add_u64(&waiters[i].direct_wakeups, 1);
+	pg_atomic_fetch_add_u64(&waiters[i].wakeups, 1);
+	SetLatch(&ProcGlobal->allProcs[i].procLatch);
+}
+
+/*
+ * redlock_waiters_wake
+ *		A release of key (len bytes) was announced: wakes the backend of this cluster
+ *		that has waited longest for key (bumps its counter and sets its latch).  One
+ *		waiter a release, not all: each cluster's woken waiter races the others' for
+ *		the lock, and waking every waiter would make them all retry, be refused and
+ *		wait again, a herd that cost more CPU than the handoff on 2 cores.  Waiters are
+ *		thus woken oldest first within a cluster; the others keep their own retry
+ *		delays.  One release is announced by every master that deleted the key, and
+ *		also directly in its own cluster: when key woke a waiter less than
+ *		REDLOCK_WAKE_DEDUP_MS ago (a table of recent wake-ups by key hash; a collision
+ *		only costs a waiter its ordinary retry delay), this is the same release and
+ *		nobody else is woken.
+ *		direct: the release was made in this cluster and has just completed (not an
+ *		announcement): it counts as a direct wake-up too, and the waiter
+ *		retries without jitter (see retry_sleep in quorum.c).
+ *		Returns how many were woken (0 or 1).  Raises nothing.
+ */
+int
+redlock_waiters_wake(const char *key, size_t len, bool direct)
+{
+	uint64		h;
+	uint64		now_us = (uint64) (redlock_clock_ms() * 1000.0);
+	int			oldest;
+	uint64		last_us;
+	RecentWake *recent;
+
+	if (waiters == NULL)
+		return 0;
+	h = waiters_key_hash(key, len);
+	recent = &recent_wakes[h % RECENT_WAKES];
+	if (pg_atomic_read_u64(&recent->key_hash) == h &&
+		now_us - pg_atomic_read_u64(&recent->at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
+		return 0;
+	oldest = waiters_oldest(h, &last_us);
+	if (oldest < 0 || now_us - last_us < REDLOCK_WAKE_DEDUP_MS * 1000)
+		return 0;
+	last_us = pg_atomic_read_u64(&waiters[oldest].woken_at_us);
+	if (!pg_atomic_compare_exchange_u64(&waiters[oldest].woken_at_us, &last_us, now_us))
+		return 0;				/* another process woke it just now */
+	pg_atomic_write_u64(&recent->at_us, now_us);
+	pg_atomic_write_u64(&recent->key_hash, h);
+	waiters_wake_one(oldest, direct);
+	redlock_stats_count(REDLOCK_STAT_WAKEUPS);
+	return 1;
+}
+
+/*
+ * redlock_waiters_catch_up
+ *		Key's release channel has just been subscribed to on a quorum of masters: wakes
+ *		the backend of this cluster that has waited longest for key, to try once more.
+ *		A release made between its last attempt and the subscription was announced to
+ *		nobody; this retry finds the lock free instead of waiting a retry delay.  Not a
+ *		release: no dedup record is left, so that a release announced just after still
+ *		wakes the waiter.  Raises nothing.
+ */
+void
+redlock_waiters_catch_up(const char *key, size_t len)
+{
+	int			oldest;
+	uint64		last_woken_us;
+
+	if (waiters == NULL)
+		return;
+	oldest = waiters_oldest(waiters_key_hash(key, len), &last_woken_us);
+	if (oldest >= 0)
+		waiters_wake_one(oldest, false);
+}
+
+/*
+ * redlock_waiters_count
+ *		The number of backends waiting for a busy lock now.  Raises nothing.
+ */
+int
+redlock_waiters_count(void)
+{
+	int			n = 0;
+
+	if (waiters == NULL)
+		return 0;
+	for (int i = 0; i < MaxBackends; i++)
+		if (pg_atomic_read_u64(&waiters[i].key_hash) != 0)
+			n++;
+	return n;
+}
