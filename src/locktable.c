@@ -26,7 +26,7 @@
  * whatever this backend learns of it; only a success sets it anew.
  *
  * Every release of locks (release, release_all, commit, abort, exit) goes through
- * release_locks(): all of them in one round per node set, with one deadline.  A lock
+ * locks_release(): all of them in one round per node set, with one deadline.  A lock
  * is marked "releasing" (no holds, not valid) before the round and forgotten after it,
  * so that one whose release was interrupted (a cancel during redlock_release_all) is
  * still in the table and is released by the cleanup that follows.
@@ -43,6 +43,12 @@
  * worker gave up on stays in the table, shown lost, until the owner lets go of it; the
  * transaction that was running when it was lost cannot commit (when its owner asked
  * to be cancelled on loss).
+ *
+ * Three verbs for a lock that ends, one idea each: a lock is released (its keys deleted
+ * on the masters it was taken on, by locks_release, and the entry dropped); lost (found
+ * no longer ours: lock_lose releases its keys and marks its transaction holds lost,
+ * and the entry stays until the caller drops it or acquires afresh); dropped (the
+ * entry leaves the table, lock_drop, and the shared registry, lock_unregister).
  *
  * No network code here: quorum.c does the protocol.
  *
@@ -303,9 +309,9 @@ lock_create(const char *resource, RedlockNodeSet *set)
 	return lock;
 }
 
-/* Removes lock from the table, freeing what it owns. */
+/* Drops lock: removes it from the table (and the registry), freeing what it owns. */
 static void
-lock_forget(HeldLock *lock)
+lock_drop(HeldLock *lock)
 {
 	lock_unregister(lock);
 	holds_clear(lock);
@@ -321,7 +327,7 @@ lock_forget(HeldLock *lock)
 
 /* Remembers lock's transaction-scoped holds as lost, each with its subtransaction. */
 static void
-lock_mark_lost(HeldLock *lock)
+holds_mark_lost(HeldLock *lock)
 {
 	for (int i = 0; i < lock->npending; i++)
 	{
@@ -353,7 +359,7 @@ lock_mark_lost(HeldLock *lock)
  * connection's handshake held back or to read late replies.
  */
 static RedlockReleaseInfo *
-release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleaseReport report)
+locks_release(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleaseReport report)
 {
 	RedlockReleaseInfo *infos;
 	RedlockKeyToken *batch;
@@ -425,7 +431,7 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 		if (infos[k].result.accepted > 0)
 			(void) redlock_waiters_wake(held[k]->key, strlen(held[k]->key), true);
 	for (int k = 0; k < n; k++)
-		lock_forget(held[k]);
+		lock_drop(held[k]);
 	if (report && !skip_network)
 		for (int k = 0; k < n; k++)
 			report(&infos[k]);
@@ -433,18 +439,18 @@ release_locks(HeldLock **held, int n, bool cleanup, bool wait_all, RedlockReleas
 }
 
 /*
- * Lets go of lock, found lost (another token on the masters, or a configuration
- * change): marks its transaction holds lost and releases it on the masters it was
- * taken on.  The entry stays, not acquired: the caller forgets it or acquires afresh.
+ * Loses lock, found lost (another token on the masters, or a configuration change):
+ * marks its transaction holds lost and releases it on the masters it was taken on.
+ * The entry stays, not acquired: the caller drops it or acquires afresh.
  */
 static void
-lock_let_go(HeldLock *lock)
+lock_lose(HeldLock *lock)
 {
 	RedlockKeyToken kt = {lock->key, lock->token};
 	RedlockResult released;
 
 	lock_unregister(lock);
-	lock_mark_lost(lock);
+	holds_mark_lost(lock);
 	lock->acquired = false;
 	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
 }
@@ -452,10 +458,9 @@ lock_let_go(HeldLock *lock)
 /*
  * Sets a new TTL on a held lock (spec §6).  Returns REDLOCK_HELD when extended,
  * REDLOCK_FAILED when fewer than a quorum answered, REDLOCK_LOST when the lock is no
- * longer ours: its transaction holds are marked lost and its keys let go of on the
- * masters, but the entry stays (the caller forgets it or acquires afresh).  Unless
- * extended, the validity is now at most what ttl_ms allows from the start of the
- * request.
+ * longer ours: it is lost (lock_lose), but the entry stays (the caller drops it or
+ * acquires afresh).  Unless extended, the validity is now at most what ttl_ms allows
+ * from the start of the request.
  */
 static RedlockHoldStatus
 lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
@@ -483,7 +488,7 @@ lock_refresh(HeldLock *lock, int ttl_ms, RedlockResult *result)
 		redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
 	if (lock->watch)
 		redlock_lease_told(lock->watch);	/* the false it returns tells the owner */
-	lock_let_go(lock);
+	lock_lose(lock);
 	return REDLOCK_LOST;
 }
 
@@ -521,13 +526,13 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 	/* A release that was interrupted, or an attempt that was cut short: finish it. */
 	if (lock && (lock->releasing || !lock->acquired))
 	{
-		release_locks(&lock, 1, false, false, NULL);
+		locks_release(&lock, 1, false, false, NULL);
 		lock = NULL;
 	}
 
 	if (lock && (lock->set != set || lock_lost_by_worker(lock)))
 	{
-		lock_let_go(lock);
+		lock_lose(lock);
 		*was_lost = true;
 	}
 	else if (lock)
@@ -587,7 +592,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 	if (result->status != REDLOCK_OK)
 	{
 		/* The attempt was undone on the masters already (spec §3 step 5). */
-		lock_forget(lock);
+		lock_drop(lock);
 		return REDLOCK_FAILED;
 	}
 	lock->acquired = true;
@@ -664,7 +669,7 @@ redlock_lock_release(const char *resource, RedlockReleaseInfo *info)
 	if (total_holds(lock) > 0)
 		return REDLOCK_HELD;
 
-	*info = release_locks(&lock, 1, false, false, NULL)[0];
+	*info = locks_release(&lock, 1, false, false, NULL)[0];
 	return REDLOCK_RELEASED;
 }
 
@@ -693,15 +698,15 @@ redlock_lock_extend(const char *resource, int ttl_ms, RedlockResult *result)
 		return REDLOCK_NOT_HELD;
 	if (lock_reconfigured(lock))
 	{
-		lock_let_go(lock);
-		lock_forget(lock);
+		lock_lose(lock);
+		lock_drop(lock);
 		memset(result, 0, sizeof(*result));
 		result->status = REDLOCK_BUSY;
 		return REDLOCK_LOST;
 	}
 	status = lock_refresh(lock, ttl_ms == 0 ? lock->ttl_ms : ttl_ms, result);
 	if (status == REDLOCK_LOST)
-		lock_forget(lock);
+		lock_drop(lock);
 	return status;
 }
 
@@ -735,8 +740,8 @@ redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause 
 		return REDLOCK_NOT_HELD;
 	if (lock_reconfigured(lock))
 	{
-		lock_let_go(lock);
-		lock_forget(lock);
+		lock_lose(lock);
+		lock_drop(lock);
 		*cause = REDLOCK_LOSS_RECONFIGURED;
 		return REDLOCK_LOST;
 	}
@@ -765,8 +770,8 @@ redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause 
 		*cause = REDLOCK_LOSS_EXPIRED;
 		return REDLOCK_LOST;
 	}
-	lock_let_go(lock);
-	lock_forget(lock);
+	lock_lose(lock);
+	lock_drop(lock);
 	*cause = REDLOCK_LOSS_TOKEN_GONE;
 	return REDLOCK_LOST;
 }
@@ -829,7 +834,7 @@ redlock_lock_release_session(RedlockReleaseReport report)
 	HeldLock  **held;
 	int			n = collect_locks(&held, drop_session_holds, keep_if_held, NULL);
 
-	release_locks(held, n, false, false, report);
+	locks_release(held, n, false, false, report);
 	return n;
 }
 
@@ -1000,7 +1005,7 @@ redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 	if (pending_total == 0 && releasing_total == 0)
 		return;
 	n = collect_locks(&held, end_xact_holds, keep_if_held, &commit);
-	release_locks(held, n, true, true, report);
+	locks_release(held, n, true, true, report);
 }
 
 /* What subxact_end_holds needs. */
@@ -1062,7 +1067,7 @@ redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId p
 	if (pending_total == 0 && releasing_total == 0)
 		return;
 	n = collect_locks(&held, end_subxact_holds, keep_if_held, &end);
-	release_locks(held, n, true, true, report);
+	locks_release(held, n, true, true, report);
 }
 
 /* Keeps nothing. */
@@ -1087,5 +1092,5 @@ redlock_lock_release_everything(RedlockReleaseReport report)
 	if (locks == NULL)
 		return;
 	n = collect_locks(&held, NULL, keep_none, NULL);
-	release_locks(held, n, true, true, report);
+	locks_release(held, n, true, true, report);
 }
