@@ -447,9 +447,9 @@ call_node_connected(CallState *cs, int i)
 }
 
 /*
- * Takes node i's connect further on the event it waited for (redlock_node_advance): the TCP
- * connect, then, with TLS, the handshake; a failure (a refused certificate, say)
- * fails the node with the reason.
+ * Takes node i's connect further on the event it waited for (redlock_node_advance):
+ * the TCP connect, then, with TLS, the handshake; a failure (a refused certificate,
+ * say) fails the node with the reason.
  */
 static void
 call_node_finish_connect(CallState *cs, int i)

@@ -153,7 +153,8 @@ redlock_nodeconn_service(RedlockNodeConn *conn, uint32 events, char *why, size_t
 
 	if (c->connecting)
 	{
-		switch (redlock_node_advance(conn->set, &conn->set->nodes[conn->node], why, whylen))
+		switch (redlock_conn_advance(c, &conn->set->tls, &conn->set->tls_context,
+									 &conn->set->nodes[conn->node].addr, why, whylen))
 		{
 			case REDLOCK_CONN_WAIT:
 				return true;

@@ -96,7 +96,7 @@ redlock_retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
 
 		if (waiter)
 			redlock_waiters_read(waiter, &count);
-		if (count.any != seen->any)
+		if (count.announced != seen->announced || count.direct != seen->direct)
 		{
 			/* Woken: a random part of one attempt's time (in us), then retry. */
 			uint64		max_us = (uint64) Min(redlock_retry_jitter_ms * 1000.0,

@@ -32,8 +32,8 @@
 struct RedlockWaiter
 {
 	pg_atomic_uint64 key_hash;	/* hash of the key waited for (odd); 0: not waiting */
-	pg_atomic_uint64 wakeups;	/* every wake-up */
-	pg_atomic_uint64 direct_wakeups;	/* those by a release made in this cluster */
+	pg_atomic_uint64 announced_wakeups; /* by a release announced (or a catch-up) */
+	pg_atomic_uint64 direct_wakeups;	/* by a release made in this cluster */
 	pg_atomic_uint64 woken_at_us;	/* when last woken (redlock_clock_ms() * 1000) */
 	pg_atomic_uint64 since_us;	/* when this wait began (likewise) */
 	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];	/* written before key_hash; "" when
@@ -80,7 +80,7 @@ waiters_shmem_startup(void)
 		for (int i = 0; i < MaxBackends; i++)
 		{
 			pg_atomic_init_u64(&waiters[i].key_hash, 0);
-			pg_atomic_init_u64(&waiters[i].wakeups, 0);
+			pg_atomic_init_u64(&waiters[i].announced_wakeups, 0);
 			pg_atomic_init_u64(&waiters[i].direct_wakeups, 0);
 			pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
 			pg_atomic_init_u64(&waiters[i].since_us, 0);
@@ -191,8 +191,7 @@ redlock_waiters_end(void)
 void
 redlock_waiters_read(RedlockWaiter *waiter, RedlockWakeCount *count)
 {
-	count->any = pg_atomic_read_u64(&waiter->wakeups);
-	pg_read_barrier();
+	count->announced = pg_atomic_read_u64(&waiter->announced_wakeups);
 	count->direct = pg_atomic_read_u64(&waiter->direct_wakeups);
 }
 
@@ -259,16 +258,14 @@ waiters_oldest(uint64 h, uint64 *last_woken_us)
 }
 
 /*
- * Counts a wake-up of waiter i (a direct one too when direct) and sets its latch.  The
- * direct count goes first: a waiter that reads the new total then reads it too
- * (redlock_waiters_read reads them in the other order).
+ * Counts a wake-up of waiter i, direct or announced, and sets its latch (a full
+ * barrier: the waiter that wakes reads the new count).
  */
 static void
 waiters_wake_one(int i, bool direct)
 {
-	if (direct)
-		pg_atomic_fetch_add_u64(&waiters[i].direct_wakeups, 1);
-	pg_atomic_fetch_add_u64(&waiters[i].wakeups, 1);
+	pg_atomic_fetch_add_u64(direct ? &waiters[i].direct_wakeups :
+							&waiters[i].announced_wakeups, 1);
 	SetLatch(&ProcGlobal->allProcs[i].procLatch);
 }
 

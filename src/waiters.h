@@ -16,12 +16,14 @@ typedef struct RedlockWaiter RedlockWaiter;
 
 /*
  * How often a waiter has been woken, read from its slot: two readings differ once it
- * was woken between them.  direct counts the wake-ups by a release made in this very
- * cluster (then nobody else was woken with it); every wake-up counts in any.
+ * was woken between them.  Two counts, each wake-up in one of them: direct, by a
+ * release made in this very cluster (then nobody else was woken with it), and
+ * announced, by a release announced on the masters (or a catch-up).  Each is read on
+ * its own, so a reading cannot tear a wake-up in two.
  */
 typedef struct RedlockWakeCount
 {
-	uint64		any;
+	uint64		announced;
 	uint64		direct;
 } RedlockWakeCount;
 

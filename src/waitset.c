@@ -61,6 +61,7 @@ waitset_refresh(RedlockNodeSet *set)
 	if (wait_set)
 		FreeWaitEventSet(wait_set);
 	wait_set = NULL;
+	wait_set_for_id = 0;		/* until built whole: a failed rebuild is never current */
 	wait_set = redlock_create_wait_event_set(REDLOCK_MAX_NODES + 2);
 	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wait_set, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
