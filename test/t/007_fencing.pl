@@ -90,6 +90,25 @@ like($err, qr/08006.*could not take a fencing token for resource "fence-frozen":
 is($out, 't', '... the lock is kept, and a token comes once they answer');
 sql($s1, "SELECT redlock_release('fence-frozen')");
 
+# --- a token stored by fewer than a quorum is not given ---
+# The read round reaches all five masters, but three refuse every write (maxmemory 1
+# byte: Redis answers OOM to a write and serves reads), so the write round stores the
+# token on two only: no token, 08006 naming the three, the lock kept; once the masters
+# take writes again, the next token is above what the two stored.
+
+sql($s1, "SELECT redlock_acquire('fence-minority', 30000)");
+$redis->redis_cli($_, 'CONFIG', 'SET', 'maxmemory', '1') for 0 .. 2;
+($out, $err) = sql($s1, "SELECT redlock_fencing_token('fence-minority')");
+$redis->redis_cli($_, 'CONFIG', 'SET', 'maxmemory', '0') for 0 .. 2;
+is($out, '', 'the write round stored the token on 2 of 5 masters: no token given');
+like($err, qr/08006.*could not take a fencing token for resource "fence-minority".*OOM command not allowed/s,
+	'... 08006, with the masters\' refusal in the detail');
+my @minority = grep { defined $_ && $_ =~ /^\d+$/ } map { $redis->redis_cli($_, 'GET', counter_key('fence-minority')) } 3 .. 4;
+is(scalar @minority, 2, '... the two masters that took writes hold the token that was not given');
+($out) = sql($s1, "SELECT redlock_fencing_token('fence-minority')");
+cmp_ok($out, '>', $minority[0], "... and the next token is above it ($out > $minority[0]), the lock kept");
+sql($s1, "SELECT redlock_release('fence-minority')");
+
 # --- the guarded write: a holder paused past its validity is refused ---
 
 my $store = PostgreSQL::Test::Cluster->new('store');
