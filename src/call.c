@@ -55,6 +55,8 @@
 #include <hiredis/hiredis.h>
 
 #include "call.h"
+#include "clock.h"
+#include "guc.h"
 #include "node.h"
 #include "nodeset.h"
 #include "waitset.h"

@@ -17,6 +17,7 @@
 
 #include "portability/instr_time.h"
 
+#include "clock.h"
 #include "redlock.h"
 
 /*

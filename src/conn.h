@@ -10,6 +10,7 @@
 #define REDLOCK_CONN_H
 
 #include "redlock.h"
+#include "tls.h"
 
 struct redisContext;
 

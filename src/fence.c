@@ -77,6 +77,9 @@
 #include "lib/stringinfo.h"
 
 #include "call.h"
+#include "clock.h"
+#include "fence.h"
+#include "node.h"
 #include "nodeset.h"
 #include "redlock.h"
 

@@ -27,7 +27,10 @@
 #include "utils/guc.h"
 
 #include "compat.h"
+#include "guc.h"
 #include "redlock.h"
+#include "servers.h"
+#include "tls.h"
 
 /*---- GUC variables ----*/
 
@@ -400,17 +403,6 @@ redlock_tls_config_equal(const RedlockTlsConfig *a, const RedlockTlsConfig *b)
 		strcmp(a->ca_file, b->ca_file) == 0 &&
 		strcmp(a->cert_file, b->cert_file) == 0 &&
 		strcmp(a->key_file, b->key_file) == 0;
-}
-
-/*
- * redlock_servers_text
- *		Returns redlock.servers as set (never NULL), for the registry's copy of the
- *		configuration a lock was taken under.
- */
-const char *
-redlock_servers_text(void)
-{
-	return servers_setting ? servers_setting : "";
 }
 
 /*

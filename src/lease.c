@@ -66,9 +66,13 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "clock.h"
 #include "compat.h"
+#include "guc.h"
 #include "lease.h"
 #include "redlock.h"
+#include "registry.h"
+#include "stats.h"
 #include "validity.h"
 
 #define WATCHDOG_MS 50

@@ -9,6 +9,7 @@
 #define REDLOCK_LEASE_H
 
 #include "redlock.h"
+#include "registry.h"
 
 typedef enum RedlockLeaseState
 {

@@ -24,6 +24,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "clock.h"
 #include "node.h"
 
 /* The scripts every connection loads in its handshake. */

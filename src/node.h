@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "owed.h"
 #include "redlock.h"
+#include "tls.h"
 
 /*
  * A configured master.  When conn.ctx is NULL the connection is closed and the fields
@@ -69,5 +70,7 @@ extern bool redlock_node_uses_tls(const RedlockNodeSet *set, const RedlockNode *
 extern RedlockConnStep redlock_node_advance(RedlockNodeSet *set, RedlockNode *node,
 											char *why, size_t whylen);
 extern void redlock_scripts_hash(void);
+
+extern void redlock_script_register(RedlockScript *script);	/* node.c */
 
 #endif							/* REDLOCK_NODE_H */

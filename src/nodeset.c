@@ -20,8 +20,11 @@
 #include "lib/stringinfo.h"
 #include "utils/memutils.h"
 
+#include "guc.h"
 #include "node.h"
 #include "nodeset.h"
+#include "servers.h"
+#include "tls.h"
 
 static RedlockNodeSet *current_set = NULL;
 static RedlockNodeSet *all_sets = NULL;

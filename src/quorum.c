@@ -21,10 +21,14 @@
 #include "miscadmin.h"
 
 #include "call.h"
+#include "clock.h"
 #include "compat.h"
+#include "node.h"
 #include "nodeset.h"
+#include "quorum.h"
 #include "redlock.h"
 #include "retry.h"
+#include "stats.h"
 #include "validity.h"
 #include "waiters.h"
 

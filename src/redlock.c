@@ -9,8 +9,15 @@
 
 #include "fmgr.h"
 
+#include "fence.h"
+#include "guc.h"
+#include "lockconfig.h"
+#include "quorum.h"
 #include "redlock.h"
+#include "registry.h"
+#include "stats.h"
 #include "waiters.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -20,7 +27,8 @@ void		_PG_init(void);
  * _PG_init
  *		Defines the redlock.* GUCs when the library is loaded.  When it is preloaded,
  *		also asks for shared memory (cluster-wide counters, the registry of
- *		auto-extended locks, the waiter board) and registers the background worker that renews them.
+ *		auto-extended locks and the configurations they were taken under, the waiter
+ *		board) and registers the background worker that renews them.
  */
 void
 _PG_init(void)
@@ -30,6 +38,7 @@ _PG_init(void)
 	RedlockQuorumInit();
 	RedlockFenceInit();
 	RedlockRegistryInit();
+	RedlockLockConfigInit();
 	RedlockWaitersInit();
 	RedlockWorkerInit();
 }

@@ -13,9 +13,9 @@
  * order.  An owner that wants another TTL (redlock_extend, a re-acquire) asks the
  * worker through the entry and waits for its answer.
  *
- * An entry carries the configuration its lock was taken under (servers, credentials,
- * database), shared between entries through a few reference-counted slots, so that
- * renewals reach the masters the lock is on whatever redlock.servers says now.
+ * An entry names the configuration its lock was taken under (servers, credentials,
+ * database: a slot of lockconfig.c), so that renewals reach the masters the lock is on
+ * whatever redlock.servers says now.
  *
  * Each entry carries the lock's lease (lease.c): held, renewal due, lost, and the
  * validity.  The registry stores it and takes the worker's decisions to it; the rules
@@ -41,27 +41,19 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "clock.h"
 #include "compat.h"
+#include "guc.h"
 #include "lease.h"
+#include "lockconfig.h"
 #include "redlock.h"
-
-#define REGISTRY_CONFIGS			16
-#define REGISTRY_SERVERS_LEN		(sizeof(((RedlockRegistryConfig *) 0)->servers) - 1)
-#define REGISTRY_CREDENTIAL_LEN		(sizeof(((RedlockRegistryConfig *) 0)->username) - 1)
+#include "registry.h"
 
 typedef enum EntryState
 {
 	ENTRY_FREE,
 	ENTRY_USED					/* an owner's: its lease says held, lost or pending */
 } EntryState;
-
-/* One configuration locks were taken under. */
-typedef struct RegistryConfig
-{
-	int			refs;			/* entries using it; 0: free */
-	uint32		generation;		/* bumped when the slot is reused */
-	RedlockRegistryConfig c;	/* servers, credentials, database, quorum */
-} RegistryConfig;
 
 /* One auto-extended lock.  Beyond state and generation, fields mean nothing when free. */
 typedef struct RegistryEntry
@@ -71,7 +63,8 @@ typedef struct RegistryEntry
 	int			owner_pid;
 	int			owner_procno;
 	Oid			owner_role;		/* the owner's session user */
-	int			config;
+	int			config;			/* its configuration's slot (lockconfig.c) */
+	uint32		config_generation;
 	bool		renewing;		/* in the worker's round now */
 	RedlockLease lease;			/* written by lease.c's functions only */
 	uint64		request_seq;	/* owner's requests for a new TTL */
@@ -95,7 +88,6 @@ typedef struct RegistryShared
 	int			next_free;		/* where to start looking for a free entry */
 	double		round_ms;		/* the worker's last renewal round */
 	int			round_locks;
-	RegistryConfig configs[REGISTRY_CONFIGS];
 	RegistryEntry entries[FLEXIBLE_ARRAY_MEMBER];
 } RegistryShared;
 
@@ -170,59 +162,6 @@ entry_of(const RedlockRegistryHandle *handle)
 	return entry;
 }
 
-/* The config slot for the configuration in force, referenced once more. Lock held. */
-static int
-config_acquire(void)
-{
-	const char *servers = redlock_servers_text();
-	const char *username = redlock_username ? redlock_username : "";
-	const char *password = redlock_effective_password();
-	RedlockTlsConfig tls;
-	int			free_slot = -1;
-
-	redlock_tls_config(&tls);
-	for (int i = 0; i < REGISTRY_CONFIGS; i++)
-	{
-		RegistryConfig *c = &registry->configs[i];
-
-		if (c->refs == 0)
-		{
-			if (free_slot < 0)
-				free_slot = i;
-			continue;
-		}
-		if (c->c.database == redlock_database && c->c.quorum == redlock_quorum &&
-			strcmp(c->c.servers, servers) == 0 &&
-			strcmp(c->c.username, username) == 0 && strcmp(c->c.password, password) == 0 &&
-			redlock_tls_config_equal(&c->c.tls, &tls))
-		{
-			c->refs++;
-			return i;
-		}
-	}
-	if (free_slot >= 0)
-	{
-		RegistryConfig *c = &registry->configs[free_slot];
-
-		c->refs = 1;
-		c->generation++;
-		c->c.database = redlock_database;
-		c->c.quorum = redlock_quorum;
-		strlcpy(c->c.servers, servers, sizeof(c->c.servers));
-		strlcpy(c->c.username, username, sizeof(c->c.username));
-		strlcpy(c->c.password, password, sizeof(c->c.password));
-		c->c.tls = tls;
-	}
-	return free_slot;
-}
-
-static void
-config_release(int slot)
-{
-	Assert(registry->configs[slot].refs > 0);
-	registry->configs[slot].refs--;
-}
-
 /*
  * redlock_registry_wake_worker
  *		Sets the worker's latch, if a worker runs (the library preloaded).  Raises
@@ -259,6 +198,7 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 {
 	RegistryEntry *entry = NULL;
 	int			config;
+	uint32		config_generation = 0;
 	Oid			role = GetSessionUserId();
 	int			role_holds = 0;
 
@@ -273,14 +213,12 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 				 errmsg("key of an auto-extended lock is too long"),
 				 errdetail("The Redis key is %zu bytes long; auto-extended locks allow %d.",
 						   strlen(key), REDLOCK_REGISTRY_KEY_LEN)));
-	if (strlen(redlock_servers_text()) > REGISTRY_SERVERS_LEN ||
-		(redlock_username && strlen(redlock_username) > REGISTRY_CREDENTIAL_LEN) ||
-		strlen(redlock_effective_password()) > REGISTRY_CREDENTIAL_LEN)
+	if (!redlock_lockconfig_fits())
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("redlock configuration is too long for auto-extended locks"),
-				 errdetail("Auto-extended locks allow %d bytes of redlock.servers and %d of redlock.username and redlock.password.",
-						   (int) REGISTRY_SERVERS_LEN, (int) REGISTRY_CREDENTIAL_LEN)));
+				 errdetail("Auto-extended locks allow %d bytes of redlock.username and of redlock.password.",
+						   REDLOCK_LOCKCONFIG_CREDENTIAL_LEN)));
 
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	if (redlock_max_auto_extended_locks_per_role > 0)
@@ -299,7 +237,7 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 						   role_holds, redlock_max_auto_extended_locks_per_role),
 				 errhint("Release some, or have a superuser raise redlock.max_auto_extended_locks_per_role for this role (ALTER ROLE ... SET).")));
 	}
-	config = config_acquire();
+	config = redlock_lockconfig_acquire(&config_generation);
 	if (config >= 0 && registry->used < registry->max_entries)
 	{
 		for (int k = 0; k < registry->max_entries; k++)
@@ -319,15 +257,15 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 	{
 		int			used = registry->used;
 
-		if (config >= 0)
-			config_release(config);
 		LWLockRelease(registry->lock);
+		if (config >= 0)
+			redlock_lockconfig_release(config);
 		if (config < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("too many redlock configurations in use by auto-extended locks"),
 					 errdetail("Auto-extended locks are held under %d distinct redlock.servers, credentials and database settings.",
-							   REGISTRY_CONFIGS)));
+							   REDLOCK_LOCKCONFIG_SLOTS)));
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many auto-extended redlock locks"),
@@ -342,6 +280,7 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 	entry->owner_procno = redlock_my_proc_number();
 	entry->owner_role = role;
 	entry->config = config;
+	entry->config_generation = config_generation;
 	entry->renewing = false;
 	redlock_lease_init(&entry->lease, cancel_on_loss);
 	entry->request_seq = entry->done_seq = 0;
@@ -399,7 +338,7 @@ redlock_registry_remove(RedlockRegistryHandle *handle)
 	entry = entry_of(handle);
 	if (entry)
 	{
-		config_release(entry->config);
+		redlock_lockconfig_release(entry->config);
 		entry->state = ENTRY_FREE;
 		registry->used--;
 	}
@@ -641,7 +580,7 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 			ereport(LOG,
 					(errmsg("redlock stops renewing lock on resource \"%s\": its owner (PID %d) is gone",
 							entry->key + entry->prefix_len, entry->owner_pid)));
-			config_release(entry->config);
+			redlock_lockconfig_release(entry->config);
 			entry->state = ENTRY_FREE;
 			registry->used--;
 			continue;
@@ -673,7 +612,7 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 		r->index = i;
 		r->generation = entry->generation;
 		r->config = entry->config;
-		r->config_generation = registry->configs[entry->config].generation;
+		r->config_generation = entry->config_generation;
 		r->ttl_ms = entry->lease.ttl_ms;
 		r->request_seq = entry->request_seq;
 		r->valid_until_ms = entry->lease.valid_until_ms;
@@ -704,28 +643,6 @@ redlock_registry_may_sleep(uint64 changes, double until_ms)
 		registry->worker_sleeps_until_ms = until_ms;
 	LWLockRelease(registry->lock);
 	return may;
-}
-
-/*
- * redlock_registry_config
- *		Copies config slot's configuration (what a lock was taken under) into *out.
- *		Returns false when the slot was reused since (generation differs).  Raises
- *		nothing.
- */
-bool
-redlock_registry_config(int slot, uint32 generation, RedlockRegistryConfig *out)
-{
-	RegistryConfig *c = &registry->configs[slot];
-	bool		same;
-
-	LWLockAcquire(registry->lock, LW_SHARED);
-	same = c->refs > 0 && c->generation == generation;
-	if (same)
-	{
-		*out = c->c;
-	}
-	LWLockRelease(registry->lock);
-	return same;
 }
 
 /*

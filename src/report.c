@@ -6,6 +6,7 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+#include "report.h"
 
 #include "redlock.h"
 

@@ -17,7 +17,9 @@
 #include "storage/latch.h"
 #include "utils/wait_event.h"
 
+#include "clock.h"
 #include "compat.h"
+#include "guc.h"
 #include "redlock.h"
 #include "retry.h"
 

@@ -16,6 +16,7 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+#include "servers.h"
 
 #include <ctype.h>
 #include <stdlib.h>

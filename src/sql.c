@@ -18,10 +18,17 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
+#include "lockops.h"
+#include "locktable.h"
 #include "nodeset.h"
 #include "redlock.h"
+#include "registry.h"
+#include "report.h"
+#include "stats.h"
 #include "validity.h"
 #include "waiters.h"
+#include "xact.h"
 
 /*---- argument checks ----*/
 

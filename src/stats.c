@@ -13,6 +13,7 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+#include "stats.h"
 
 #include "miscadmin.h"
 #include "port/atomics.h"

@@ -48,10 +48,14 @@
 
 #include <hiredis/hiredis.h>
 
+#include "clock.h"
 #include "compat.h"
+#include "guc.h"
 #include "nodeconn.h"
 #include "nodeset.h"
 #include "redlock.h"
+#include "registry.h"
+#include "subscription.h"
 #include "waiters.h"
 
 #define RESUBSCRIBE_DELAY_MS 1000

@@ -27,6 +27,7 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <sys/stat.h>

@@ -11,6 +11,8 @@
  */
 #include "postgres.h"
 
+#include "clock.h"
+#include "guc.h"
 #include "redlock.h"
 #include "validity.h"
 

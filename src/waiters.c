@@ -23,7 +23,10 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
+#include "clock.h"
 #include "compat.h"
+#include "registry.h"
+#include "stats.h"
 #include "waiters.h"
 
 #define REDLOCK_WAKE_DEDUP_MS		3	/* announcements of one release arrive within it */

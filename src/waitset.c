@@ -15,6 +15,7 @@
 #include "miscadmin.h"
 
 #include "compat.h"
+#include "node.h"
 #include "waitset.h"
 
 /* The wait set, and the set (by id) and sockets_version it was built for. */

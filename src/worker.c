@@ -35,9 +35,15 @@
 #include "utils/resowner.h"
 #include "utils/wait_event.h"
 
+#include "clock.h"
 #include "lease.h"
+#include "lockconfig.h"
 #include "nodeset.h"
+#include "quorum.h"
 #include "redlock.h"
+#include "registry.h"
+#include "subscription.h"
+#include "worker.h"
 
 PGDLLEXPORT void redlock_worker_main(Datum main_arg);
 
@@ -48,7 +54,7 @@ typedef struct CachedSet
 	RedlockNodeSet *set;
 } CachedSet;
 
-static CachedSet cached_sets[16];
+static CachedSet cached_sets[REDLOCK_LOCKCONFIG_SLOTS];
 
 /*
  * RedlockWorkerInit
@@ -78,9 +84,8 @@ static RedlockNodeSet *
 set_for_slot(int slot, uint32 generation)
 {
 	CachedSet  *cached = &cached_sets[slot];
-	RedlockRegistryConfig *config;
+	RedlockLockConfig *config;
 	RedlockServerList *list;
-	char		errbuf[320];
 
 	if (cached->set && cached->generation == generation)
 		return cached->set;
@@ -89,17 +94,17 @@ set_for_slot(int slot, uint32 generation)
 		redlock_nodeset_unpin(cached->set);
 		cached->set = NULL;
 	}
-	config = palloc(sizeof(RedlockRegistryConfig));
-	if (!redlock_registry_config(slot, generation, config))
+	config = palloc(sizeof(RedlockLockConfig));
+	if (!redlock_lockconfig_read(slot, generation, config))
 		return NULL;
-	/* The text passed redlock.servers' check when it was set; parse it the same way. */
-	list = redlock_servers_parse(config->servers, errbuf, sizeof(errbuf));
-	if (list == NULL)
-		return NULL;
+	/* The servers as the owner parsed them when it took the lock. */
+	list = palloc(offsetof(RedlockServerList, nodes) + sizeof(RedlockNodeAddr) * config->nservers);
+	list->count = config->nservers;
+	memcpy(list->nodes, config->servers, sizeof(RedlockNodeAddr) * config->nservers);
 	cached->set = redlock_nodeset_for(list, config->username, config->password,
 									  config->database, config->quorum, &config->tls);
 	cached->generation = generation;
-	free(list);
+	pfree(list);
 	pfree(config);
 	return cached->set;
 }

@@ -39,7 +39,10 @@
 #include "utils/elog.h"
 
 #include "lease.h"
+#include "locktable.h"
 #include "redlock.h"
+#include "report.h"
+#include "xact.h"
 
 static bool hooks_registered = false;
 static emit_log_hook_type prev_emit_log_hook = NULL;

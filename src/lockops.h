@@ -1,0 +1,26 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockops.h
+ *	  What one call does to one lock of this backend (lockops.c): acquire, claim,
+ *	  release, extend, fencing token.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REDLOCK_LOCKOPS_H
+#define REDLOCK_LOCKOPS_H
+
+#include "redlock.h"
+
+extern RedlockHoldStatus redlock_lock_acquire(const char *resource, RedlockScope scope,
+											  int ttl_ms, int wait_ms, bool *was_lost,
+											  RedlockResult *result);
+extern RedlockHoldStatus redlock_lock_release(const char *resource,
+											  RedlockReleaseInfo *info);
+extern RedlockHoldStatus redlock_lock_extend(const char *resource, int ttl_ms,
+											 RedlockResult *result);
+extern RedlockHoldStatus redlock_lock_fencing_token(const char *resource, int64 *fence,
+													RedlockLossCause *cause,
+													RedlockResult *result);
+extern bool redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result);
+
+#endif							/* REDLOCK_LOCKOPS_H */
