@@ -121,14 +121,14 @@ static RedlockScript fence_write_script = {
 
 /* A read reply from a master where our key is: a counter. */
 static bool
-accept_counter(const RedlockNodeOutcome *outcome)
+fence_accept_counter(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer >= 0;
 }
 
 /* A write reply that set the counter. */
 static bool
-accept_written(const RedlockNodeOutcome *outcome)
+fence_accept_written(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 1;
 }
@@ -161,7 +161,7 @@ fence_command(RedlockCommand *command, RedlockScript *script,
  * gone_reply).  Returns that count.
  */
 static int
-count_round(const RedlockNodeOutcome *outcomes, bool (*accept) (const RedlockNodeOutcome *),
+fence_count_round(const RedlockNodeOutcome *outcomes, bool (*accept) (const RedlockNodeOutcome *),
 			long long gone_reply, RedlockResult *result)
 {
 	int			gone = 0;
@@ -188,7 +188,7 @@ count_round(const RedlockNodeOutcome *outcomes, bool (*accept) (const RedlockNod
  * REDLOCK_UNAVAILABLE with the masters' errors.
  */
 static void
-round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
+fence_round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
 			 RedlockResult *result)
 {
 	if (gone > result->node_count - result->quorum)
@@ -254,17 +254,17 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 	snprintf(ttl_text, sizeof(ttl_text), INT64_FORMAT, REDLOCK_FENCE_COUNTER_TTL_MS);
 
 	/* Round 1: the counters of a quorum of the masters where our key is. */
-	fence_command(&command, &fence_read_script, accept_counter, result->quorum,
+	fence_command(&command, &fence_read_script, fence_accept_counter, result->quorum,
 				  key, counter_key, token, NULL, NULL);
 	redlock_nodes_run(set, &command, 1, false, outcomes);
-	gone = count_round(outcomes, accept_counter, -1, result);
+	gone = fence_count_round(outcomes, fence_accept_counter, -1, result);
 	if (result->accepted < result->quorum)
 	{
-		round_failed(set, outcomes, gone, result);
+		fence_round_failed(set, outcomes, gone, result);
 		goto done;
 	}
 	for (int i = 0; i < result->node_count; i++)
-		if (accept_counter(&outcomes[i]))
+		if (fence_accept_counter(&outcomes[i]))
 			next = Max(next, outcomes[i].integer + 1);
 
 	/* Round 2: write it back where our key still is; a conflict raises it. */
@@ -273,10 +273,10 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 		int64		highest = 0;
 
 		snprintf(fence_text, sizeof(fence_text), INT64_FORMAT, next);
-		fence_command(&command, &fence_write_script, accept_written, result->quorum,
+		fence_command(&command, &fence_write_script, fence_accept_written, result->quorum,
 					  key, counter_key, token, fence_text, ttl_text);
 		redlock_nodes_run(set, &command, 1, false, outcomes);
-		gone = count_round(outcomes, accept_written, 0, result);
+		gone = fence_count_round(outcomes, fence_accept_written, 0, result);
 		result->attempts = round + 1;
 		if (result->accepted >= result->quorum)
 		{
@@ -293,7 +293,7 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 				highest = Max(highest, -outcomes[i].integer);
 		if (highest == 0 || redlock_clock_ms() >= valid_until_ms)
 		{
-			round_failed(set, outcomes, gone, result);
+			fence_round_failed(set, outcomes, gone, result);
 			goto done;
 		}
 		next = highest + 1;

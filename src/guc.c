@@ -76,7 +76,7 @@ uint64		redlock_connection_generation = 0;
 
 /* A check hook's failure for want of memory for its "extra". */
 static bool
-extra_out_of_memory(void)
+guc_extra_out_of_memory(void)
 {
 	GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
 	GUC_check_errdetail("Out of memory.");
@@ -89,7 +89,7 @@ extra_out_of_memory(void)
  * copied into a redlock_guc_malloc block.
  */
 static bool
-check_servers(char **newval, void **extra, GucSource source pg_attribute_unused())
+guc_check_servers(char **newval, void **extra, GucSource source pg_attribute_unused())
 {
 	char		errbuf[320];
 	RedlockServerList *list = redlock_servers_parse(*newval, errbuf, sizeof(errbuf));
@@ -109,39 +109,39 @@ check_servers(char **newval, void **extra, GucSource source pg_attribute_unused(
 		memcpy(copy, list, size);
 	free(list);
 	if (copy == NULL)
-		return extra_out_of_memory();
+		return guc_extra_out_of_memory();
 	*extra = copy;
 	return true;
 }
 
 /* True when two string settings differ (NULL is taken as empty). */
 static bool
-setting_changed(const char *old, const char *new)
+guc_setting_changed(const char *old, const char *new)
 {
 	return strcmp(old ? old : "", new ? new : "") != 0;
 }
 
 /* Called before servers_setting is updated, so it still holds the value in force. */
 static void
-assign_servers(const char *newval, void *extra)
+guc_assign_servers(const char *newval, void *extra)
 {
 	redlock_server_list = (const RedlockServerList *) extra;
-	if (setting_changed(servers_setting, newval))
+	if (guc_setting_changed(servers_setting, newval))
 		redlock_connection_generation++;
 }
 
 /* Credentials are sent when a connection opens: a new value needs new connections. */
 static void
-assign_username(const char *newval, void *extra pg_attribute_unused())
+guc_assign_username(const char *newval, void *extra pg_attribute_unused())
 {
-	if (setting_changed(redlock_username, newval))
+	if (guc_setting_changed(redlock_username, newval))
 		redlock_connection_generation++;
 }
 
 static void
-assign_password(const char *newval, void *extra pg_attribute_unused())
+guc_assign_password(const char *newval, void *extra pg_attribute_unused())
 {
-	if (setting_changed(redlock_password, newval))
+	if (guc_setting_changed(redlock_password, newval))
 		redlock_connection_generation++;
 }
 
@@ -152,7 +152,7 @@ assign_password(const char *newval, void *extra pg_attribute_unused())
  * setting's own and no later call, a release at abort say, has a file to fail on.
  */
 static bool
-check_password_file(char **newval, void **extra, GucSource source pg_attribute_unused())
+guc_check_password_file(char **newval, void **extra, GucSource source pg_attribute_unused())
 {
 	struct stat st;
 	FILE	   *file;
@@ -200,7 +200,7 @@ check_password_file(char **newval, void **extra, GucSource source pg_attribute_u
 	if (password == NULL)
 	{
 		explicit_bzero(line, sizeof(line));
-		return extra_out_of_memory();
+		return guc_extra_out_of_memory();
 	}
 	memcpy(password, line, len + 1);
 	explicit_bzero(line, sizeof(line));
@@ -209,9 +209,9 @@ check_password_file(char **newval, void **extra, GucSource source pg_attribute_u
 }
 
 static void
-assign_password_file(const char *newval pg_attribute_unused(), void *extra)
+guc_assign_password_file(const char *newval pg_attribute_unused(), void *extra)
 {
-	if (setting_changed(password_from_file, extra))
+	if (guc_setting_changed(password_from_file, extra))
 		redlock_connection_generation++;
 	password_from_file = extra;
 }
@@ -236,7 +236,7 @@ redlock_effective_password(void)
  * redlock.servers is checked where locks are taken (redlock_quorum_problem).
  */
 static bool
-check_quorum(int *newval, void **extra pg_attribute_unused(),
+guc_check_quorum(int *newval, void **extra pg_attribute_unused(),
 			 GucSource source pg_attribute_unused())
 {
 	int			count = redlock_server_list ? redlock_server_list->count : 0;
@@ -251,7 +251,7 @@ check_quorum(int *newval, void **extra pg_attribute_unused(),
 
 /* The quorum is part of a lock's configuration: locks taken under another are lost. */
 static void
-assign_quorum(int newval, void *extra pg_attribute_unused())
+guc_assign_quorum(int newval, void *extra pg_attribute_unused())
 {
 	if (newval != redlock_quorum)
 		redlock_connection_generation++;
@@ -290,7 +290,7 @@ redlock_quorum_problem(int setting, int count)
 }
 
 static void
-assign_database(int newval, void *extra pg_attribute_unused())
+guc_assign_database(int newval, void *extra pg_attribute_unused())
 {
 	if (newval != redlock_database)
 		redlock_connection_generation++;
@@ -308,7 +308,7 @@ static bool defining_gucs = false;
  * build).
  */
 static bool
-check_tls(bool *newval, void **extra pg_attribute_unused(), GucSource source)
+guc_check_tls(bool *newval, void **extra pg_attribute_unused(), GucSource source)
 {
 	char		why[200];
 
@@ -325,14 +325,14 @@ check_tls(bool *newval, void **extra pg_attribute_unused(), GucSource source)
 
 /* The TLS settings take effect on new connections: a change needs new ones. */
 static void
-assign_tls(bool newval, void *extra pg_attribute_unused())
+guc_assign_tls(bool newval, void *extra pg_attribute_unused())
 {
 	if (newval != redlock_tls)
 		redlock_connection_generation++;
 }
 
 static void
-assign_tls_verify(int newval, void *extra pg_attribute_unused())
+guc_assign_tls_verify(int newval, void *extra pg_attribute_unused())
 {
 	if (newval != redlock_tls_verify)
 		redlock_connection_generation++;
@@ -340,7 +340,7 @@ assign_tls_verify(int newval, void *extra pg_attribute_unused())
 
 /* A TLS file's path must fit a RedlockTlsConfig (and the registry's copy of it). */
 static bool
-check_tls_file(char **newval, void **extra pg_attribute_unused(),
+guc_check_tls_file(char **newval, void **extra pg_attribute_unused(),
 			   GucSource source pg_attribute_unused())
 {
 	if (*newval == NULL || strlen(*newval) < MAXPGPATH)
@@ -350,23 +350,23 @@ check_tls_file(char **newval, void **extra pg_attribute_unused(),
 }
 
 static void
-assign_tls_ca_file(const char *newval, void *extra pg_attribute_unused())
+guc_assign_tls_ca_file(const char *newval, void *extra pg_attribute_unused())
 {
-	if (setting_changed(redlock_tls_ca_file, newval))
+	if (guc_setting_changed(redlock_tls_ca_file, newval))
 		redlock_connection_generation++;
 }
 
 static void
-assign_tls_cert_file(const char *newval, void *extra pg_attribute_unused())
+guc_assign_tls_cert_file(const char *newval, void *extra pg_attribute_unused())
 {
-	if (setting_changed(redlock_tls_cert_file, newval))
+	if (guc_setting_changed(redlock_tls_cert_file, newval))
 		redlock_connection_generation++;
 }
 
 static void
-assign_tls_key_file(const char *newval, void *extra pg_attribute_unused())
+guc_assign_tls_key_file(const char *newval, void *extra pg_attribute_unused())
 {
-	if (setting_changed(redlock_tls_key_file, newval))
+	if (guc_setting_changed(redlock_tls_key_file, newval))
 		redlock_connection_generation++;
 }
 
@@ -422,7 +422,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_LIST_INPUT,
-							   check_servers, assign_servers, NULL);
+							   guc_check_servers, guc_assign_servers, NULL);
 
 	DefineCustomIntVariable("redlock.connect_timeout",
 							"Time allowed to open a connection to one Redis master.",
@@ -485,7 +485,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY,
-							   NULL, assign_username, NULL);
+							   NULL, guc_assign_username, NULL);
 
 	DefineCustomStringVariable("redlock.password",
 							   "Password sent with AUTH to each Redis master.",
@@ -494,7 +494,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   NULL, assign_password, NULL);
+							   NULL, guc_assign_password, NULL);
 
 	DefineCustomStringVariable("redlock.password_file",
 							   "File holding the password sent with AUTH to each Redis master.",
@@ -504,7 +504,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY,
-							   check_password_file, assign_password_file, NULL);
+							   guc_check_password_file, guc_assign_password_file, NULL);
 
 	DefineCustomIntVariable("redlock.database",
 							"Redis database number selected on each master.",
@@ -513,7 +513,7 @@ RedlockGucInit(void)
 							0, 0, 1000000,
 							PGC_SUSET,
 							0,
-							NULL, assign_database, NULL);
+							NULL, guc_assign_database, NULL);
 
 	DefineCustomBoolVariable("redlock.tls",
 							 "Connects to the Redis masters with TLS.",
@@ -523,7 +523,7 @@ RedlockGucInit(void)
 							 false,
 							 PGC_SUSET,
 							 0,
-							 check_tls, assign_tls, NULL);
+							 guc_check_tls, guc_assign_tls, NULL);
 
 	DefineCustomEnumVariable("redlock.tls_verify",
 							 "How much of a Redis master's TLS certificate is verified.",
@@ -534,7 +534,7 @@ RedlockGucInit(void)
 							 tls_verify_options,
 							 PGC_SUSET,
 							 0,
-							 NULL, assign_tls_verify, NULL);
+							 NULL, guc_assign_tls_verify, NULL);
 
 	DefineCustomStringVariable("redlock.tls_ca_file",
 							   "File of the CA certificates trusted to sign the Redis masters' certificates.",
@@ -543,7 +543,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   0,
-							   check_tls_file, assign_tls_ca_file, NULL);
+							   guc_check_tls_file, guc_assign_tls_ca_file, NULL);
 
 	DefineCustomStringVariable("redlock.tls_cert_file",
 							   "File of the client certificate (chain) presented to the Redis masters.",
@@ -552,7 +552,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   0,
-							   check_tls_file, assign_tls_cert_file, NULL);
+							   guc_check_tls_file, guc_assign_tls_cert_file, NULL);
 
 	DefineCustomStringVariable("redlock.tls_key_file",
 							   "File of the private key of redlock.tls_cert_file.",
@@ -561,7 +561,7 @@ RedlockGucInit(void)
 							   "",
 							   PGC_SUSET,
 							   0,
-							   check_tls_file, assign_tls_key_file, NULL);
+							   guc_check_tls_file, guc_assign_tls_key_file, NULL);
 
 	/* After redlock.servers, so that its check sees the masters at server start. */
 	DefineCustomIntVariable("redlock.quorum",
@@ -572,7 +572,7 @@ RedlockGucInit(void)
 							0, 0, REDLOCK_MAX_NODES,
 							PGC_SUSET,
 							0,
-							check_quorum, assign_quorum, NULL);
+							guc_check_quorum, guc_assign_quorum, NULL);
 
 	DefineCustomIntVariable("redlock.commit_margin",
 							"Validity time a transaction-scoped lock must have left when its transaction commits.",

@@ -274,14 +274,14 @@ static RedlockLeaseWatch *volatile watchdog_fired = NULL;	/* not yet explained *
 
 /* This backend's local transaction number, which names the current transaction. */
 static uint32
-current_lxid(void)
+lease_current_lxid(void)
 {
 	return (uint32) redlock_my_lxid();
 }
 
 /* The run-out a lease stands for: the configuration change, or its validity's end. */
 static double
-run_out_of(const RedlockLease *lease, bool reconfigured)
+lease_run_out_of(const RedlockLease *lease, bool reconfigured)
 {
 	return reconfigured ? -1.0 : lease->valid_until_ms;
 }
@@ -291,7 +291,7 @@ run_out_of(const RedlockLease *lease, bool reconfigured)
  * dropped.  With track_activities off the state is unknown, and taken as running.
  */
 static bool
-owner_idle(void)
+lease_owner_idle(void)
 {
 	return MyBEEntry != NULL &&
 		(MyBEEntry->st_state == STATE_IDLE ||
@@ -305,7 +305,7 @@ owner_idle(void)
  * between two ticks (TTLs under 300 ms).
  */
 static double
-watchdog_margin_ms(int ttl_ms)
+lease_watchdog_margin_ms(int ttl_ms)
 {
 	return Max((double) WATCHDOG_MS, Min((double) WATCHDOG_MS * 2, ttl_ms / 6.0));
 }
@@ -319,17 +319,17 @@ watchdog_margin_ms(int ttl_ms)
  * track_activities off: once per run-out.
  */
 static TimestampTz
-current_statement(void)
+lease_current_statement(void)
 {
 	return MyBEEntry != NULL ? MyBEEntry->st_activity_start_timestamp : 0;
 }
 
 static void
-watchdog_tick(void)
+lease_watchdog_tick(void)
 {
 	double		now = redlock_clock_ms();
 
-	if (owner_idle())
+	if (lease_owner_idle())
 	{
 		watchdog_fired = NULL;	/* any cancel it sent was dropped */
 		return;
@@ -341,13 +341,13 @@ watchdog_tick(void)
 
 		if (!redlock_registry_peek(&w->handle, &peek) || peek.state == LEASE_PENDING ||
 			!peek.cancel_on_loss ||
-			peek.valid_until_ms - now > watchdog_margin_ms(peek.ttl_ms) ||
+			peek.valid_until_ms - now > lease_watchdog_margin_ms(peek.ttl_ms) ||
 			(w->fired_run_out_ms == peek.valid_until_ms &&
-			 w->fired_statement == current_statement()) ||
+			 w->fired_statement == lease_current_statement()) ||
 			w->told_run_out_ms == peek.valid_until_ms)
 			continue;
 		w->fired_run_out_ms = peek.valid_until_ms;
-		w->fired_statement = current_statement();
+		w->fired_statement = lease_current_statement();
 		watchdog_fired = w;
 		kill(MyProcPid, SIGINT);
 		return;
@@ -356,10 +356,10 @@ watchdog_tick(void)
 
 /* Arms the watchdog unless it runs (error recovery disables every timeout). */
 static void
-watchdog_arm(void)
+lease_watchdog_arm(void)
 {
 	if (watchdog_id == MAX_TIMEOUTS)
-		watchdog_id = RegisterTimeout(USER_TIMEOUT, watchdog_tick);
+		watchdog_id = RegisterTimeout(USER_TIMEOUT, lease_watchdog_tick);
 	if (!get_timeout_active(watchdog_id))
 		enable_timeout_every(watchdog_id,
 							 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WATCHDOG_MS),
@@ -402,7 +402,7 @@ redlock_lease_watch(const RedlockRegistryHandle *handle, const char *resource)
 	watched[nwatched] = w;
 	pg_compiler_barrier();
 	nwatched = nwatched + 1;
-	watchdog_arm();
+	lease_watchdog_arm();
 	return w;
 }
 
@@ -421,9 +421,9 @@ redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured)
 	{
 		const char *why = redlock_lease_commit_refusal(watch, reconfigured);
 
-		if (why && carried_lxid != current_lxid())
+		if (why && carried_lxid != lease_current_lxid())
 		{
-			carried_lxid = current_lxid();
+			carried_lxid = lease_current_lxid();
 			strlcpy(carried_resource, watch->resource, sizeof(carried_resource));
 			strlcpy(carried_reason, why, sizeof(carried_reason));
 		}
@@ -460,9 +460,9 @@ redlock_lease_rearm(bool check)
 {
 	if (nwatched == 0)
 		return;
-	watchdog_arm();
+	lease_watchdog_arm();
 	if (check)
-		watchdog_tick();
+		lease_watchdog_tick();
 }
 
 /*
@@ -480,7 +480,7 @@ redlock_lease_told(RedlockLeaseWatch *watch)
 		watch->told_run_out_ms == lease.valid_until_ms)
 		return;					/* told already, maybe in an earlier transaction */
 	watch->told_run_out_ms = lease.valid_until_ms;
-	watch->told_lxid = current_lxid();
+	watch->told_lxid = lease_current_lxid();
 }
 
 /*
@@ -509,8 +509,8 @@ redlock_lease_commit_refusal(RedlockLeaseWatch *watch, bool reconfigured)
 		return "its validity time ran out during this transaction before the worker renewed it";
 	if (!reconfigured && lease.valid_until_ms - now_ms > redlock_commit_margin_ms)
 		return NULL;
-	if (watch->told_run_out_ms == run_out_of(&lease, reconfigured) &&
-		watch->told_lxid != current_lxid())
+	if (watch->told_run_out_ms == lease_run_out_of(&lease, reconfigured) &&
+		watch->told_lxid != lease_current_lxid())
 		return NULL;			/* told in an earlier transaction */
 	if (reconfigured)
 		why = "redlock.servers, its credentials or redlock.key_prefix changed, so other sessions look for it elsewhere";
@@ -518,8 +518,8 @@ redlock_lease_commit_refusal(RedlockLeaseWatch *watch, bool reconfigured)
 		why = pstrdup(lease.lost_reason);
 	else
 		why = "its validity time ran out (or had less than redlock.commit_margin left) before the worker renewed it";
-	watch->told_run_out_ms = run_out_of(&lease, reconfigured);
-	watch->told_lxid = current_lxid();
+	watch->told_run_out_ms = lease_run_out_of(&lease, reconfigured);
+	watch->told_lxid = lease_current_lxid();
 	return why;
 }
 
@@ -540,7 +540,7 @@ redlock_lease_cancel_explanation(const char **reason)
 		return NULL;
 	watchdog_fired = NULL;
 	w->told_run_out_ms = w->fired_run_out_ms;
-	w->told_lxid = current_lxid();
+	w->told_lxid = lease_current_lxid();
 	if (redlock_registry_peek(&w->handle, &peek) && peek.state == LEASE_LOST)
 		*reason = pstrdup(peek.lost_reason);
 	else
@@ -556,7 +556,7 @@ redlock_lease_cancel_explanation(const char **reason)
 const char *
 redlock_lease_carried_refusal(const char **reason)
 {
-	if (carried_lxid == 0 || carried_lxid != current_lxid())
+	if (carried_lxid == 0 || carried_lxid != lease_current_lxid())
 		return NULL;
 	*reason = carried_reason;
 	return carried_resource;

@@ -96,7 +96,7 @@ RedlockQuorumInit(void)
 
 /* Starts result for an operation over set. */
 static void
-result_init(RedlockNodeSet *set, RedlockResult *result)
+quorum_result_init(RedlockNodeSet *set, RedlockResult *result)
 {
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_nodeset_size(set);
@@ -105,35 +105,35 @@ result_init(RedlockNodeSet *set, RedlockResult *result)
 
 /* A SET NX reply that granted the lock. */
 static bool
-accept_ok(const RedlockNodeOutcome *outcome)
+quorum_accept_ok(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_OK;
 }
 
 /* A PTTL reply. */
 static bool
-accept_integer(const RedlockNodeOutcome *outcome)
+quorum_accept_integer(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_INTEGER;
 }
 
 /* A GET reply: the key's value, or none. */
 static bool
-accept_value(const RedlockNodeOutcome *outcome)
+quorum_accept_value(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_STRING || outcome->kind == REDLOCK_REPLY_NIL;
 }
 
 /* A release or extend script reply that acted on our key. */
 static bool
-accept_one(const RedlockNodeOutcome *outcome)
+quorum_accept_one(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 1;
 }
 
 /* Logs each node's outcome of one request at DEBUG1. */
 static void
-debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
+quorum_debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
 			   const RedlockNodeOutcome *outcomes, int n, double elapsed_ms)
 {
 	StringInfoData buf;
@@ -181,12 +181,12 @@ debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
  * argument, decided once need nodes returned 1 (see RedlockCommand).
  */
 static void
-script_command(RedlockCommand *command, RedlockScript *script, const char *key,
+quorum_script_command(RedlockCommand *command, RedlockScript *script, const char *key,
 			   const char *token, const char *arg, int need)
 {
 	memset(command, 0, sizeof(*command));
 	command->need = need;
-	command->accept = accept_one;
+	command->accept = quorum_accept_one;
 	command->script = script;
 	command->argv[0] = key;
 	command->argv[1] = token;
@@ -199,7 +199,7 @@ script_command(RedlockCommand *command, RedlockScript *script, const char *key,
 
 /* Fills command with "NAME key", decided once need nodes gave a reply accept approves. */
 static void
-key_command(RedlockCommand *command, const char *name, const char *key,
+quorum_key_command(RedlockCommand *command, const char *name, const char *key,
 			bool (*accept) (const RedlockNodeOutcome *outcome), int need)
 {
 	memset(command, 0, sizeof(*command));
@@ -217,7 +217,7 @@ key_command(RedlockCommand *command, const char *name, const char *key,
  * failures.
  */
 static void
-count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
+quorum_count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
 {
 	result->accepted = 0;
 	result->answered = 0;
@@ -281,14 +281,14 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 	double		deadline_ms;
 	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
 
-	result_init(set, result);
+	quorum_result_init(set, result);
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1) * 3);
 
 	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
 	command->need = result->quorum;
-	command->accept = accept_ok;
+	command->accept = quorum_accept_ok;
 	command->argc = 6;
 	command->argv[0] = "SET";
 	command->argv[1] = key;
@@ -300,8 +300,8 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		command->argvlen[i] = strlen(command->argv[i]);
 
 	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
-	key_command(get, "GET", key, accept_value, result->quorum);
-	key_command(pttl, "PTTL", key, accept_integer, result->quorum);
+	quorum_key_command(get, "GET", key, quorum_accept_value, result->quorum);
+	quorum_key_command(pttl, "PTTL", key, quorum_accept_integer, result->quorum);
 
 	/* Queue behind this cluster's waiters: the oldest is woken first (waiters.c). */
 	if (waiter && behind && wait_ms != 0)
@@ -331,7 +331,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
 		redlock_nodes_run(set, commands, ncommands, false, outcomes);
 		now = redlock_clock_ms();
-		debug_outcomes(set, "acquire", key, outcomes, result->node_count, now - start_ms);
+		quorum_debug_outcomes(set, "acquire", key, outcomes, result->node_count, now - start_ms);
 
 		result->failed = 0;
 		for (int i = 0; i < result->node_count; i++)
@@ -376,7 +376,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		 */
 		if (accepted > 0 || answered < result->node_count)
 		{
-			script_command(&undo, held_elsewhere ? &quiet_release_script : &release_script,
+			quorum_script_command(&undo, held_elsewhere ? &quiet_release_script : &release_script,
 						   key, token, NULL, -1);
 			redlock_nodes_run(set, &undo, 1, false, outcomes);
 		}
@@ -420,9 +420,9 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 	double		elapsed_ms;
 
 	for (int k = 0; k < n; k++)
-		result_init(set, &results[k]);
+		quorum_result_init(set, &results[k]);
 	for (int k = 0; k < n; k++)
-		script_command(&commands[k], &release_script, locks[k].key, locks[k].token, NULL,
+		quorum_script_command(&commands[k], &release_script, locks[k].key, locks[k].token, NULL,
 					   wait_all ? 0 : results[k].quorum);
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(n * count, 1));
 	redlock_nodes_run(set, commands, n, cleanup, outcomes);
@@ -434,9 +434,9 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 		RedlockNodeOutcome *mine = &outcomes[k * count];
 
 		result->elapsed_ms = elapsed_ms;
-		debug_outcomes(set, "release", locks[k].key, mine, count, elapsed_ms);
+		quorum_debug_outcomes(set, "release", locks[k].key, mine, count, elapsed_ms);
 		redlock_stats_count(REDLOCK_STAT_RELEASED);
-		count_integer_replies(mine, result);
+		quorum_count_integer_replies(mine, result);
 		result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 		result->node_errors = redlock_node_errors(set, mine, count);
 	}
@@ -476,9 +476,9 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 
 	for (int k = 0; k < n; k++)
 	{
-		result_init(set, &results[k]);
+		quorum_result_init(set, &results[k]);
 		snprintf(ttl_texts[k], sizeof(ttl_texts[k]), "%d", ttls_ms[k]);
-		script_command(&commands[k], &extend_script, locks[k].key, locks[k].token,
+		quorum_script_command(&commands[k], &extend_script, locks[k].key, locks[k].token,
 					   ttl_texts[k], results[k].quorum);
 	}
 
@@ -494,8 +494,8 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 
 		result->elapsed_ms = elapsed_ms;
 		result->attempts = 1;
-		debug_outcomes(set, "extend", locks[k].key, mine, count, elapsed_ms);
-		count_integer_replies(mine, result);
+		quorum_debug_outcomes(set, "extend", locks[k].key, mine, count, elapsed_ms);
+		quorum_count_integer_replies(mine, result);
 
 		if (result->accepted >= result->quorum && ttls_ms[k] - elapsed_ms - drift_ms > 0)
 		{

@@ -150,7 +150,7 @@ RedlockRegistryInit(void)
 
 /* The entry of handle, or NULL when it is stale (removed, reused). Lock held. */
 static RegistryEntry *
-entry_of(const RedlockRegistryHandle *handle)
+registry_entry_of(const RedlockRegistryHandle *handle)
 {
 	RegistryEntry *entry;
 
@@ -305,7 +305,7 @@ redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token
 	bool		wake = false;
 
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	entry = entry_of(handle);
+	entry = registry_entry_of(handle);
 	if (entry && entry->lease.state == LEASE_PENDING)
 	{
 		strlcpy(entry->token, token, sizeof(entry->token));
@@ -335,7 +335,7 @@ redlock_registry_remove(RedlockRegistryHandle *handle)
 	if (handle->index < 0 || registry == NULL)
 		return;
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	entry = entry_of(handle);
+	entry = registry_entry_of(handle);
 	if (entry)
 	{
 		redlock_lockconfig_release(entry->config);
@@ -360,7 +360,7 @@ redlock_registry_view(const RedlockRegistryHandle *handle, struct RedlockLease *
 	if (handle->index < 0 || registry == NULL)
 		return false;
 	LWLockAcquire(registry->lock, LW_SHARED);
-	entry = entry_of(handle);
+	entry = registry_entry_of(handle);
 	if (entry)
 		*lease = entry->lease;
 	LWLockRelease(registry->lock);
@@ -424,7 +424,7 @@ redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 	result->attempts = 1;
 
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	entry = entry_of(handle);
+	entry = registry_entry_of(handle);
 	if (entry && entry->lease.state == LEASE_HELD)
 	{
 		seq = ++entry->request_seq;
@@ -447,7 +447,7 @@ redlock_registry_extend(const RedlockRegistryHandle *handle, int ttl_ms,
 		double		now;
 
 		LWLockAcquire(registry->lock, LW_SHARED);
-		entry = entry_of(handle);
+		entry = registry_entry_of(handle);
 		if (entry == NULL)
 			done = true;
 		else if (entry->done_seq >= seq)
@@ -513,7 +513,7 @@ redlock_registry_worker_detach(void)
 
 /* True while entry's owner is still the backend that reserved it. Lock held. */
 static bool
-owner_alive(const RegistryEntry *entry)
+registry_owner_alive(const RegistryEntry *entry)
 {
 	return entry->owner_procno >= 0 &&
 		entry->owner_procno < (int) ProcGlobal->allProcCount &&
@@ -522,7 +522,7 @@ owner_alive(const RegistryEntry *entry)
 
 /* Says in the log that entry's lease was just lost, and why.  Lock held. */
 static void
-entry_log_loss(const RegistryEntry *entry)
+registry_entry_log_loss(const RegistryEntry *entry)
 {
 	ereport(LOG,
 			(errmsg("redlock lock on resource \"%s\" was lost: %s",
@@ -535,11 +535,11 @@ entry_log_loss(const RegistryEntry *entry)
 
 /* Loses entry's lease for reason (lease.c) and says so in the log.  Lock held. */
 static void
-entry_lose(RegistryEntry *entry, const char *reason, double now_ms)
+registry_entry_lose(RegistryEntry *entry, const char *reason, double now_ms)
 {
 	redlock_lease_lose(&entry->lease, reason, now_ms);
 	entry->renewing = false;
-	entry_log_loss(entry);
+	registry_entry_log_loss(entry);
 }
 
 /*
@@ -575,7 +575,7 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 
 		if (entry->state == ENTRY_FREE || entry->renewing)
 			continue;
-		if (!owner_alive(entry))
+		if (!registry_owner_alive(entry))
 		{
 			ereport(LOG,
 					(errmsg("redlock stops renewing lock on resource \"%s\": its owner (PID %d) is gone",
@@ -589,7 +589,7 @@ redlock_registry_due(double now_ms, RedlockRenewal **renewals, double *next_due_
 		switch (redlock_lease_due(&entry->lease, now_ms, requested))
 		{
 			case LEASE_RAN_OUT:
-				entry_lose(entry, "its validity time ran out before it could be renewed",
+				registry_entry_lose(entry, "its validity time ran out before it could be renewed",
 						   now_ms);
 				continue;
 			case LEASE_NOT_DUE:
@@ -681,7 +681,7 @@ redlock_registry_renewed(const RedlockRenewal *renewals, const RedlockRenewalOut
 		/* The worker's decision is the lease's to apply, a loss included. */
 		redlock_lease_apply(&entry->lease, o, now_ms);
 		if (entry->lease.state == LEASE_LOST)
-			entry_log_loss(entry);
+			registry_entry_log_loss(entry);
 	}
 	LWLockRelease(registry->lock);
 	if (answered_any)

@@ -31,7 +31,7 @@
 
 /* Stores a message about item (of length len) in errbuf and returns false. */
 static bool
-bad_item(char *errbuf, size_t errlen, const char *item, size_t len, const char *why)
+servers_bad_item(char *errbuf, size_t errlen, const char *item, size_t len, const char *why)
 {
 	snprintf(errbuf, errlen, "invalid server \"%.*s\": %s", (int) Min(len, 200), item, why);
 	return false;
@@ -39,7 +39,7 @@ bad_item(char *errbuf, size_t errlen, const char *item, size_t len, const char *
 
 /* Parses the decimal port in [s, end) into *port; false unless 1..65535. */
 static bool
-parse_port(const char *s, const char *end, int *port)
+servers_parse_port(const char *s, const char *end, int *port)
 {
 	long		value = 0;
 
@@ -59,7 +59,7 @@ parse_port(const char *s, const char *end, int *port)
 
 /* True when every character of [s, end) is allowed in a host name or IPv4 address. */
 static bool
-valid_host(const char *s, const char *end)
+servers_valid_host(const char *s, const char *end)
 {
 	if (s == end)
 		return false;
@@ -71,7 +71,7 @@ valid_host(const char *s, const char *end)
 
 /* True when every character of [s, end) is allowed in a bracketed IPv6 address. */
 static bool
-valid_ipv6(const char *s, const char *end)
+servers_valid_ipv6(const char *s, const char *end)
 {
 	if (s == end)
 		return false;
@@ -83,7 +83,7 @@ valid_ipv6(const char *s, const char *end)
 
 /* Parses one trimmed, non-empty item [item, item + len) into *addr. */
 static bool
-parse_item(const char *item, size_t len, RedlockNodeAddr *addr, char *errbuf, size_t errlen)
+servers_parse_item(const char *item, size_t len, RedlockNodeAddr *addr, char *errbuf, size_t errlen)
 {
 	const char *end = item + len;
 	const char *host = item;
@@ -96,7 +96,7 @@ parse_item(const char *item, size_t len, RedlockNodeAddr *addr, char *errbuf, si
 	{
 		/* Longer paths would be cut to sun_path's size, and two could meet there. */
 		if (len > Min(REDLOCK_MAX_ADDR_LEN, REDLOCK_MAX_SOCKET_PATH_LEN))
-			return bad_item(errbuf, errlen, item, len, "socket path is too long");
+			return servers_bad_item(errbuf, errlen, item, len, "socket path is too long");
 		memcpy(addr->host, item, len);
 		addr->host[len] = '\0';
 		addr->port = 0;
@@ -105,11 +105,11 @@ parse_item(const char *item, size_t len, RedlockNodeAddr *addr, char *errbuf, si
 
 	/* Two mistakes worth naming: another list's separator, and a URL. */
 	if (memchr(item, ';', len))
-		return bad_item(errbuf, errlen, item, len,
+		return servers_bad_item(errbuf, errlen, item, len,
 						"items are separated by commas, not semicolons");
 	for (const char *c = item; c + 3 <= end; c++)
 		if (memcmp(c, "://", 3) == 0)
-			return bad_item(errbuf, errlen, item, len,
+			return servers_bad_item(errbuf, errlen, item, len,
 							"a URL is not accepted: write host:port, without a scheme such as \"redis://\"");
 
 	if (item[0] == '[')
@@ -117,15 +117,15 @@ parse_item(const char *item, size_t len, RedlockNodeAddr *addr, char *errbuf, si
 		const char *close = memchr(item, ']', len);
 
 		if (close == NULL)
-			return bad_item(errbuf, errlen, item, len, "missing \"]\" after IPv6 address");
+			return servers_bad_item(errbuf, errlen, item, len, "missing \"]\" after IPv6 address");
 		host = item + 1;
 		host_end = close;
-		if (!valid_ipv6(host, host_end))
-			return bad_item(errbuf, errlen, item, len, "invalid IPv6 address");
+		if (!servers_valid_ipv6(host, host_end))
+			return servers_bad_item(errbuf, errlen, item, len, "invalid IPv6 address");
 		if (close + 1 < end)
 		{
-			if (close[1] != ':' || !parse_port(close + 2, end, &addr->port))
-				return bad_item(errbuf, errlen, item, len,
+			if (close[1] != ':' || !servers_parse_port(close + 2, end, &addr->port))
+				return servers_bad_item(errbuf, errlen, item, len,
 								"port must be a number from 1 to 65535");
 		}
 	}
@@ -133,16 +133,16 @@ parse_item(const char *item, size_t len, RedlockNodeAddr *addr, char *errbuf, si
 	{
 		colon = memchr(item, ':', len);
 		host_end = colon ? colon : end;
-		if (!valid_host(host, host_end))
-			return bad_item(errbuf, errlen, item, len,
+		if (!servers_valid_host(host, host_end))
+			return servers_bad_item(errbuf, errlen, item, len,
 							"expected host:port, [ipv6]:port or a socket path");
-		if (colon && !parse_port(colon + 1, end, &addr->port))
-			return bad_item(errbuf, errlen, item, len,
+		if (colon && !servers_parse_port(colon + 1, end, &addr->port))
+			return servers_bad_item(errbuf, errlen, item, len,
 							"port must be a number from 1 to 65535");
 	}
 
 	if ((size_t) (host_end - host) > REDLOCK_MAX_ADDR_LEN)
-		return bad_item(errbuf, errlen, item, len, "host name is too long");
+		return servers_bad_item(errbuf, errlen, item, len, "host name is too long");
 	memcpy(addr->host, host, host_end - host);
 	addr->host[host_end - host] = '\0';
 	return true;
@@ -206,7 +206,7 @@ redlock_servers_parse(const char *value, char *errbuf, size_t errlen)
 			free(list);
 			return NULL;
 		}
-		if (!parse_item(start, end - start, addr, errbuf, errlen))
+		if (!servers_parse_item(start, end - start, addr, errbuf, errlen))
 		{
 			free(list);
 			return NULL;
@@ -216,7 +216,7 @@ redlock_servers_parse(const char *value, char *errbuf, size_t errlen)
 			if (list->nodes[i].port == addr->port &&
 				strcmp(list->nodes[i].host, addr->host) == 0)
 			{
-				bad_item(errbuf, errlen, start, end - start,
+				servers_bad_item(errbuf, errlen, start, end - start,
 						 "listed twice; each master must count once");
 				free(list);
 				return NULL;

@@ -34,7 +34,7 @@
 
 /* The resource argument: not NULL, not empty, at most REDLOCK_MAX_RESOURCE_LEN bytes. */
 static char *
-arg_resource(FunctionCallInfo fcinfo, int argno)
+sql_arg_resource(FunctionCallInfo fcinfo, int argno)
 {
 	text	   *resource;
 	int			len;
@@ -60,7 +60,7 @@ arg_resource(FunctionCallInfo fcinfo, int argno)
 
 /* The ttl_ms argument: 1..REDLOCK_MAX_TTL_MS; NULL gives null_ttl when allowed. */
 static int
-arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_allowed, int null_ttl)
+sql_arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_allowed, int null_ttl)
 {
 	int			ttl_ms;
 
@@ -96,7 +96,7 @@ arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_allowed, int null_ttl)
 
 /* The wait_ms argument: >= 0, or NULL for no limit (returned as -1). */
 static int
-arg_wait(FunctionCallInfo fcinfo, int argno)
+sql_arg_wait(FunctionCallInfo fcinfo, int argno)
 {
 	int			wait_ms;
 
@@ -117,7 +117,7 @@ arg_wait(FunctionCallInfo fcinfo, int argno)
  * does not fit the masters it lists (redlock.servers changed after it was set).
  */
 static void
-require_servers(void)
+sql_require_servers(void)
 {
 	const char *problem;
 
@@ -138,7 +138,7 @@ require_servers(void)
 
 /* Locks live in this backend: a parallel worker's would vanish with it. */
 static void
-refuse_parallel_mode(void)
+sql_refuse_parallel_mode(void)
 {
 	if (IsInParallelMode())
 		ereport(ERROR,
@@ -148,7 +148,7 @@ refuse_parallel_mode(void)
 }
 
 static void
-warn_not_held(const char *resource)
+sql_warn_not_held(const char *resource)
 {
 	RedlockLockInfo *locks;
 	int			n = redlock_lock_list(&locks);
@@ -172,7 +172,7 @@ warn_not_held(const char *resource)
  * background worker: when it did not answer, say so (08006) rather than count masters.
  */
 static void
-report_worker_silent(const char *resource, const RedlockResult *result)
+sql_report_worker_silent(const char *resource, const RedlockResult *result)
 {
 	if (result->worker_silent)
 		ereport(ERROR,
@@ -185,17 +185,17 @@ report_worker_silent(const char *resource, const RedlockResult *result)
 
 /* Shared by redlock_acquire and redlock_xact_acquire. */
 static bool
-acquire(FunctionCallInfo fcinfo, RedlockScope scope)
+sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope)
 {
-	char	   *resource = arg_resource(fcinfo, 0);
-	int			ttl_ms = arg_ttl(fcinfo, 1, false, 0);
-	int			wait_ms = arg_wait(fcinfo, 2);
+	char	   *resource = sql_arg_resource(fcinfo, 0);
+	int			ttl_ms = sql_arg_ttl(fcinfo, 1, false, 0);
+	int			wait_ms = sql_arg_wait(fcinfo, 2);
 	bool		bounded_by_lock_timeout = false;
 	bool		was_lost;
 	RedlockResult result;
 
-	refuse_parallel_mode();
-	require_servers();
+	sql_refuse_parallel_mode();
+	sql_require_servers();
 	redlock_hooks_register();
 
 	/* An unlimited wait still honours lock_timeout, as PostgreSQL's lock waits do. */
@@ -218,7 +218,7 @@ acquire(FunctionCallInfo fcinfo, RedlockScope scope)
 
 	if (result.status == REDLOCK_UNAVAILABLE)
 	{
-		report_worker_silent(resource, &result);
+		sql_report_worker_silent(resource, &result);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not acquire lock on resource \"%s\": %d of %d Redis masters answered, %d needed",
@@ -259,7 +259,7 @@ PG_FUNCTION_INFO_V1(redlock_acquire);
 Datum
 redlock_acquire(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, REDLOCK_SCOPE_SESSION));
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_SESSION));
 }
 
 /*
@@ -274,7 +274,7 @@ PG_FUNCTION_INFO_V1(redlock_xact_acquire);
 Datum
 redlock_xact_acquire(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, REDLOCK_SCOPE_XACT));
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_XACT));
 }
 
 /*
@@ -295,12 +295,12 @@ PG_FUNCTION_INFO_V1(redlock_claim);
 Datum
 redlock_claim(PG_FUNCTION_ARGS)
 {
-	char	   *resource = arg_resource(fcinfo, 0);
-	int			ttl_ms = arg_ttl(fcinfo, 1, false, 0);
+	char	   *resource = sql_arg_resource(fcinfo, 0);
+	int			ttl_ms = sql_arg_ttl(fcinfo, 1, false, 0);
 	RedlockResult result;
 
-	refuse_parallel_mode();
-	require_servers();
+	sql_refuse_parallel_mode();
+	sql_require_servers();
 	if (redlock_lock_claim(resource, ttl_ms, &result))
 		PG_RETURN_BOOL(true);
 	if (result.status == REDLOCK_UNAVAILABLE)
@@ -327,14 +327,14 @@ PG_FUNCTION_INFO_V1(redlock_release);
 Datum
 redlock_release(PG_FUNCTION_ARGS)
 {
-	char	   *resource = arg_resource(fcinfo, 0);
+	char	   *resource = sql_arg_resource(fcinfo, 0);
 	RedlockReleaseInfo info;
 
-	refuse_parallel_mode();
+	sql_refuse_parallel_mode();
 	switch (redlock_lock_release(resource, &info))
 	{
 		case REDLOCK_NOT_HELD:
-			warn_not_held(resource);
+			sql_warn_not_held(resource);
 			PG_RETURN_BOOL(false);
 		case REDLOCK_RELEASED:
 			redlock_warn_release(&info);
@@ -364,20 +364,20 @@ PG_FUNCTION_INFO_V1(redlock_extend);
 Datum
 redlock_extend(PG_FUNCTION_ARGS)
 {
-	char	   *resource = arg_resource(fcinfo, 0);
-	int			ttl_ms = arg_ttl(fcinfo, 1, true, 0);
+	char	   *resource = sql_arg_resource(fcinfo, 0);
+	int			ttl_ms = sql_arg_ttl(fcinfo, 1, true, 0);
 	RedlockResult result;
 
-	refuse_parallel_mode();
+	sql_refuse_parallel_mode();
 	switch (redlock_lock_extend(resource, ttl_ms, &result))
 	{
 		case REDLOCK_NOT_HELD:
-			warn_not_held(resource);
+			sql_warn_not_held(resource);
 			PG_RETURN_BOOL(false);
 		case REDLOCK_HELD:
 			PG_RETURN_BOOL(true);
 		case REDLOCK_FAILED:
-			report_worker_silent(resource, &result);
+			sql_report_worker_silent(resource, &result);
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not extend lock on resource \"%s\": %d of %d Redis masters extended it and %d did not answer, %d needed",
@@ -409,12 +409,12 @@ PG_FUNCTION_INFO_V1(redlock_fencing_token);
 Datum
 redlock_fencing_token(PG_FUNCTION_ARGS)
 {
-	char	   *resource = arg_resource(fcinfo, 0);
+	char	   *resource = sql_arg_resource(fcinfo, 0);
 	int64		fence = 0;
 	RedlockLossCause cause;
 	RedlockResult result;
 
-	refuse_parallel_mode();
+	sql_refuse_parallel_mode();
 	switch (redlock_lock_fencing_token(resource, &fence, &cause, &result))
 	{
 		case REDLOCK_HELD:
@@ -462,7 +462,7 @@ PG_FUNCTION_INFO_V1(redlock_release_all);
 Datum
 redlock_release_all(PG_FUNCTION_ARGS)
 {
-	refuse_parallel_mode();
+	sql_refuse_parallel_mode();
 	PG_RETURN_INT32(redlock_lock_release_session(redlock_warn_release));
 }
 

@@ -41,7 +41,7 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void
-counters_init(RedlockCounters *c)
+stats_counters_init(RedlockCounters *c)
 {
 	for (int i = 0; i < REDLOCK_STAT_COUNT; i++)
 		pg_atomic_init_u64(&c->counters[i], 0);
@@ -68,7 +68,7 @@ stats_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	shared_counters = ShmemInitStruct("redlock counters", sizeof(RedlockCounters), &found);
 	if (!found)
-		counters_init(shared_counters);
+		stats_counters_init(shared_counters);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -89,13 +89,13 @@ RedlockStatsInit(void)
 }
 
 static RedlockCounters *
-counters(void)
+stats_counters(void)
 {
 	if (shared_counters)
 		return shared_counters;
 	if (!local_ready)
 	{
-		counters_init(&local_counters);
+		stats_counters_init(&local_counters);
 		local_ready = true;
 	}
 	return &local_counters;
@@ -108,7 +108,7 @@ counters(void)
 void
 redlock_stats_count(RedlockCounter counter)
 {
-	pg_atomic_fetch_add_u64(&counters()->counters[counter], 1);
+	pg_atomic_fetch_add_u64(&stats_counters()->counters[counter], 1);
 }
 
 /*
@@ -118,7 +118,7 @@ redlock_stats_count(RedlockCounter counter)
 void
 redlock_stats_acquire_latency(double ms)
 {
-	RedlockCounters *c = counters();
+	RedlockCounters *c = stats_counters();
 	uint64		us = (uint64) (ms * 1000.0);
 	uint64		max = pg_atomic_read_u64(&c->latency_max_us);
 
@@ -134,7 +134,7 @@ redlock_stats_acquire_latency(double ms)
 void
 redlock_stats_snapshot(RedlockStatsSnapshot *snapshot)
 {
-	RedlockCounters *c = counters();
+	RedlockCounters *c = stats_counters();
 	uint64		acquired;
 
 	snapshot->cluster_wide = (shared_counters != NULL);
@@ -154,7 +154,7 @@ redlock_stats_snapshot(RedlockStatsSnapshot *snapshot)
 void
 redlock_stats_reset_counters(void)
 {
-	RedlockCounters *c = counters();
+	RedlockCounters *c = stats_counters();
 
 	for (int i = 0; i < REDLOCK_STAT_COUNT; i++)
 		pg_atomic_write_u64(&c->counters[i], 0);

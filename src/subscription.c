@@ -118,7 +118,7 @@ static WaitEventSet *wait_set = NULL;
 static bool wait_set_stale = true;
 
 static uint64
-channel_hash(const char *key, size_t len)
+sub_channel_hash(const char *key, size_t len)
 {
 	return hash_bytes_extended((const unsigned char *) key, (int) len, 0);
 }
@@ -217,10 +217,10 @@ sub_open(Subscriber *sub)
 
 /* redlock_waiters_keys' callback: key is waited for now. */
 static void
-channel_want(const char *key, size_t len, void *arg)
+sub_channel_want(const char *key, size_t len, void *arg)
 {
 	double		now = *(double *) arg;
-	uint64		h = channel_hash(key, len);
+	uint64		h = sub_channel_hash(key, len);
 	bool		found;
 	Channel    *ch = hash_search(channels, &h, HASH_ENTER, &found);
 
@@ -240,13 +240,13 @@ channel_want(const char *key, size_t len, void *arg)
  * falls due (a redlock_clock_ms() time), or INFINITY.
  */
 static double
-channels_sync(double now)
+sub_channels_sync(double now)
 {
 	HASH_SEQ_STATUS seq;
 	Channel    *ch;
 	double		next = INFINITY;
 
-	redlock_waiters_keys(channel_want, &now);
+	redlock_waiters_keys(sub_channel_want, &now);
 	hash_seq_init(&seq, channels);
 	while ((ch = hash_seq_search(&seq)) != NULL)
 	{
@@ -271,7 +271,7 @@ channels_sync(double now)
 
 /* Counts one master's announcement of key; wakes its waiters at the quorum-th. */
 static void
-announce(const char *key, size_t len)
+sub_announce(const char *key, size_t len)
 {
 	uint64		h = hash_bytes_extended((const unsigned char *) key, (int) len, 0);
 	Announced  *a = &announced[h % ANNOUNCED_SLOTS];
@@ -299,7 +299,7 @@ sub_confirmed(Subscriber *sub, const char *name, size_t len)
 	if (len <= CHANNEL_PREFIX_LEN ||
 		strncmp(name, REDLOCK_RELEASE_CHANNEL_PREFIX, CHANNEL_PREFIX_LEN) != 0)
 		return;
-	h = channel_hash(name + CHANNEL_PREFIX_LEN, len - CHANNEL_PREFIX_LEN);
+	h = sub_channel_hash(name + CHANNEL_PREFIX_LEN, len - CHANNEL_PREFIX_LEN);
 	ch = hash_search(channels, &h, HASH_FIND, NULL);
 	if (ch == NULL || !(ch->sent & (UINT64CONST(1) << sub->node)))
 		return;					/* unsubscribed since */
@@ -332,7 +332,7 @@ sub_reply(Subscriber *sub, redisReply *reply)
 		sub_confirmed(sub, reply->element[1]->str, reply->element[1]->len);
 	else if (strcmp(reply->element[0]->str, "message") == 0 &&
 			 reply->element[2]->type == REDIS_REPLY_STRING)
-		announce(reply->element[2]->str, reply->element[2]->len);
+		sub_announce(reply->element[2]->str, reply->element[2]->len);
 }
 
 /*
@@ -407,7 +407,7 @@ subs_sync(void)
 }
 
 static void
-wait_set_rebuild(void)
+sub_wait_set_rebuild(void)
 {
 	if (wait_set)
 		FreeWaitEventSet(wait_set);
@@ -444,7 +444,7 @@ redlock_subscriptions_wait(double timeout_ms)
 	int			n;
 
 	subs_sync();
-	end = Min(end, channels_sync(now));
+	end = Min(end, sub_channels_sync(now));
 	for (int i = 0; i < nsubs; i++)
 	{
 		Subscriber *sub = &subs[i];
@@ -466,7 +466,7 @@ redlock_subscriptions_wait(double timeout_ms)
 			wait_set_stale = true;
 	}
 	if (wait_set_stale || wait_set == NULL)
-		wait_set_rebuild();
+		sub_wait_set_rebuild();
 
 	n = WaitEventSetWait(wait_set, (long) Max(end - now, 0), events, lengthof(events),
 						 redlock_wait_event(REDLOCK_WAIT_WORKER_MAIN));

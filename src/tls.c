@@ -60,7 +60,7 @@ redlock_tls_supported(char *why pg_attribute_unused(), size_t whylen pg_attribut
  * "No such file or directory" for a missing file), or fallback; the queue is emptied.
  */
 static const char *
-openssl_error(const char *fallback)
+tls_openssl_error(const char *fallback)
 {
 	unsigned long e;
 	const char *reason = NULL;
@@ -86,7 +86,7 @@ openssl_error(const char *fallback)
  * ssl_key_file: no group or world access, or group read only when root owns it.
  */
 static bool
-key_file_private(const char *path, char *why, size_t whylen)
+tls_key_file_private(const char *path, char *why, size_t whylen)
 {
 	struct stat st;
 
@@ -122,7 +122,7 @@ key_file_private(const char *path, char *why, size_t whylen)
  * callback would read the terminal, and wait).  Notes that it was asked.
  */
 static int
-no_passphrase(char *buf pg_attribute_unused(), int size pg_attribute_unused(),
+tls_no_passphrase(char *buf pg_attribute_unused(), int size pg_attribute_unused(),
 			  int rwflag pg_attribute_unused(), void *asked)
 {
 	*(bool *) asked = true;
@@ -167,7 +167,7 @@ redlock_tls_context_new(const RedlockTlsConfig *config, char *why, size_t whylen
 	if (ctx == NULL)
 	{
 		snprintf(why, whylen, "could not create a TLS context: %s",
-				 openssl_error("out of memory"));
+				 tls_openssl_error("out of memory"));
 		return NULL;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -178,14 +178,14 @@ redlock_tls_context_new(const RedlockTlsConfig *config, char *why, size_t whylen
 		if (SSL_CTX_load_verify_locations(ctx, config->ca_file, NULL) != 1)
 		{
 			snprintf(why, whylen, "could not load redlock.tls_ca_file \"%s\": %s",
-					 config->ca_file, openssl_error("unknown error"));
+					 config->ca_file, tls_openssl_error("unknown error"));
 			goto fail;
 		}
 	}
 	else if (SSL_CTX_set_default_verify_paths(ctx) != 1)
 	{
 		snprintf(why, whylen, "could not load the system's trusted CA certificates: %s",
-				 openssl_error("unknown error"));
+				 tls_openssl_error("unknown error"));
 		goto fail;
 	}
 
@@ -193,21 +193,21 @@ redlock_tls_context_new(const RedlockTlsConfig *config, char *why, size_t whylen
 		SSL_CTX_use_certificate_chain_file(ctx, config->cert_file) != 1)
 	{
 		snprintf(why, whylen, "could not load redlock.tls_cert_file \"%s\": %s",
-				 config->cert_file, openssl_error("unknown error"));
+				 config->cert_file, tls_openssl_error("unknown error"));
 		goto fail;
 	}
 	if (config->key_file[0] != '\0')
 	{
-		if (!key_file_private(config->key_file, why, whylen))
+		if (!tls_key_file_private(config->key_file, why, whylen))
 			goto fail;
-		SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+		SSL_CTX_set_default_passwd_cb(ctx, tls_no_passphrase);
 		SSL_CTX_set_default_passwd_cb_userdata(ctx, &passphrase_asked);
 		if (SSL_CTX_use_PrivateKey_file(ctx, config->key_file, SSL_FILETYPE_PEM) != 1)
 		{
 			snprintf(why, whylen, "could not load redlock.tls_key_file \"%s\": %s",
 					 config->key_file, passphrase_asked ?
 					 "encrypted keys are not supported" :
-					 openssl_error("unknown error"));
+					 tls_openssl_error("unknown error"));
 			ERR_clear_error();
 			goto fail;
 		}
@@ -244,7 +244,7 @@ redlock_tls_context_free(RedlockTlsContext *context)
  * tls_verify = none a result is still recorded, but it did not end anything.
  */
 static long
-verify_failure(const SSL *ssl)
+tls_verify_failure(const SSL *ssl)
 {
 	if (SSL_get_verify_mode(ssl) == SSL_VERIFY_NONE)
 		return X509_V_OK;
@@ -253,9 +253,9 @@ verify_failure(const SSL *ssl)
 
 /* The words for a failed handshake step whose SSL_get_error() was err. */
 static void
-handshake_failure(SSL *ssl, int err, char *why, size_t whylen)
+tls_handshake_failure(SSL *ssl, int err, char *why, size_t whylen)
 {
-	long		verified = verify_failure(ssl);
+	long		verified = tls_verify_failure(ssl);
 
 	if (verified != X509_V_OK)
 		snprintf(why, whylen, "TLS handshake failed: certificate verify failed: %s",
@@ -266,7 +266,7 @@ handshake_failure(SSL *ssl, int err, char *why, size_t whylen)
 	else if (err == SSL_ERROR_ZERO_RETURN)
 		snprintf(why, whylen, "TLS handshake failed: the master closed the connection");
 	else
-		snprintf(why, whylen, "TLS handshake failed: %s", openssl_error("unknown error"));
+		snprintf(why, whylen, "TLS handshake failed: %s", tls_openssl_error("unknown error"));
 	ERR_clear_error();
 }
 
@@ -293,7 +293,7 @@ redlock_tls_session_start(RedlockTlsContext *context, RedlockTlsVerify verify,
 	ssl = SSL_new((SSL_CTX *) context);
 	if (ssl == NULL)
 	{
-		snprintf(why, whylen, "could not start TLS: %s", openssl_error("out of memory"));
+		snprintf(why, whylen, "could not start TLS: %s", tls_openssl_error("out of memory"));
 		return NULL;
 	}
 	/* A name is matched against the subjectAltNames only, never the subject's CN. */
@@ -304,7 +304,7 @@ redlock_tls_session_start(RedlockTlsContext *context, RedlockTlsVerify verify,
 		  SSL_set1_host(ssl, host)) != 1))
 	{
 		snprintf(why, whylen, "could not set the TLS server name \"%s\": %s",
-				 host, openssl_error("unknown error"));
+				 host, tls_openssl_error("unknown error"));
 		SSL_free(ssl);
 		return NULL;
 	}
@@ -316,8 +316,8 @@ redlock_tls_session_start(RedlockTlsContext *context, RedlockTlsVerify verify,
 	if (redisInitiateSSL(conn, ssl) != REDIS_OK)
 	{
 		/* hiredis only peeked at OpenSSL's errors: they can say more than it did. */
-		if (verify_failure(ssl) != X509_V_OK || ERR_peek_error() != 0)
-			handshake_failure(ssl, SSL_ERROR_SSL, why, whylen);
+		if (tls_verify_failure(ssl) != X509_V_OK || ERR_peek_error() != 0)
+			tls_handshake_failure(ssl, SSL_ERROR_SSL, why, whylen);
 		else
 			snprintf(why, whylen, "TLS handshake failed: %s", conn->errstr);
 		SSL_free(ssl);
@@ -351,7 +351,7 @@ redlock_tls_handshake(RedlockTlsSession *session, char *why, size_t whylen)
 		return REDLOCK_TLS_WANT_READ;
 	if (err == SSL_ERROR_WANT_WRITE)
 		return REDLOCK_TLS_WANT_WRITE;
-	handshake_failure(ssl, err, why, whylen);
+	tls_handshake_failure(ssl, err, why, whylen);
 	return REDLOCK_TLS_FAILED;
 }
 
@@ -377,7 +377,7 @@ redlock_tls_clear_errors(void)
 bool
 redlock_tls_io_error(char *why, size_t whylen)
 {
-	const char *reason = openssl_error(NULL);
+	const char *reason = tls_openssl_error(NULL);
 
 	if (reason == NULL)
 		return false;

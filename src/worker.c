@@ -81,7 +81,7 @@ RedlockWorkerInit(void)
 
 /* The node set for config slot (pinned, cached while the slot keeps its generation). */
 static RedlockNodeSet *
-set_for_slot(int slot, uint32 generation)
+worker_set_for_slot(int slot, uint32 generation)
 {
 	CachedSet  *cached = &cached_sets[slot];
 	RedlockLockConfig *config;
@@ -115,7 +115,7 @@ set_for_slot(int slot, uint32 generation)
  * the registry's change count when the round began.
  */
 static double
-renew_round(uint64 *changes)
+worker_renew_round(uint64 *changes)
 {
 	double		start_ms = redlock_clock_ms();
 	double		next_due_ms;
@@ -156,7 +156,7 @@ renew_round(uint64 *changes)
 			index[m++] = k;
 			done[k] = true;
 		}
-		set = set_for_slot(renewals[first].config, renewals[first].config_generation);
+		set = worker_set_for_slot(renewals[first].config, renewals[first].config_generation);
 		if (set == NULL)
 		{
 			for (int j = 0; j < m; j++)
@@ -237,7 +237,7 @@ redlock_worker_main(Datum main_arg pg_attribute_unused())
 		}
 
 		oldcontext = MemoryContextSwitchTo(round_context);
-		next_due_ms = renew_round(&changes);
+		next_due_ms = worker_renew_round(&changes);
 		MemoryContextSwitchTo(oldcontext);
 		MemoryContextReset(round_context);
 

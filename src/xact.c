@@ -54,7 +54,7 @@ static ExecutorStart_hook_type prev_executor_start_hook = NULL;
  * paths that must not raise: after the commit point, and at exit.
  */
 static void
-run_without_raising(void (*fn) (void *arg), void *arg, const char *what)
+xact_run_without_raising(void (*fn) (void *arg), void *arg, const char *what)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	uint32		holdoff = InterruptHoldoffCount;
@@ -86,13 +86,13 @@ run_without_raising(void (*fn) (void *arg), void *arg, const char *what)
 }
 
 static void
-end_committed_xact(void *arg pg_attribute_unused())
+xact_end_committed_xact(void *arg pg_attribute_unused())
 {
 	redlock_lock_xact_end(true, redlock_warn_release);
 }
 
 static void
-release_at_exit(void *arg pg_attribute_unused())
+xact_release_at_exit(void *arg pg_attribute_unused())
 {
 	redlock_lock_release_everything(redlock_warn_release);
 }
@@ -111,7 +111,7 @@ release_at_exit(void *arg pg_attribute_unused())
 	"Acquire the lock again before running the work again; a session-scoped hold taken before this transaction is still to be let go of with redlock_release() first."
 
 static void
-refuse_lost_leases(void)
+xact_refuse_lost_leases(void)
 {
 	const char *reason;
 	const char *resource = redlock_lock_first_lost_in_xact(&reason);
@@ -137,7 +137,7 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			/* The work a lost or expired lock guarded must not become visible. */
-			refuse_lost_leases();
+			xact_refuse_lost_leases();
 			resource = redlock_lock_first_expired_xact();
 			if (resource)
 				ereport(ERROR,
@@ -153,10 +153,10 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that has acquired redlock locks")));
-			refuse_lost_leases();
+			xact_refuse_lost_leases();
 			break;
 		case XACT_EVENT_COMMIT:
-			run_without_raising(end_committed_xact, NULL, "after commit");
+			xact_run_without_raising(xact_end_committed_xact, NULL, "after commit");
 			break;
 		case XACT_EVENT_ABORT:
 			redlock_lock_xact_end(false, redlock_warn_release);
@@ -168,7 +168,7 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 }
 
 static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+xact_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				 SubTransactionId parentSubid, void *arg pg_attribute_unused())
 {
 	if (!redlock_lock_xact_pending())
@@ -181,9 +181,9 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 /* Backend exit (pg_terminate_backend, client disconnect, FATAL): release everything. */
 static void
-exit_callback(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
+xact_exit_callback(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
 {
-	run_without_raising(release_at_exit, NULL, "at exit");
+	xact_run_without_raising(xact_release_at_exit, NULL, "at exit");
 }
 
 /*
@@ -193,7 +193,7 @@ exit_callback(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
  * interrupt's error.  The SQLSTATE stays, so that callers still see a cancel.
  */
 static void
-explain_cancel(ErrorData *edata)
+xact_explain_cancel(ErrorData *edata)
 {
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
@@ -215,7 +215,7 @@ explain_cancel(ErrorData *edata)
 
 /* DISCARD ALL, once it has run (it cannot inside a transaction block): the session locks. */
 static void
-process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+xact_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				ProcessUtilityContext context, ParamListInfo params,
 				QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
@@ -236,7 +236,7 @@ process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 /* Every statement that runs a plan: the lease watchdog is armed (an error disarms it). */
 static void
-executor_start(QueryDesc *queryDesc, int eflags)
+xact_executor_start(QueryDesc *queryDesc, int eflags)
 {
 	redlock_lease_rearm(true);
 	if (prev_executor_start_hook)
@@ -256,13 +256,13 @@ redlock_hooks_register(void)
 	if (hooks_registered)
 		return;
 	RegisterXactCallback(xact_callback, NULL);
-	RegisterSubXactCallback(subxact_callback, NULL);
-	before_shmem_exit(exit_callback, (Datum) 0);
+	RegisterSubXactCallback(xact_subxact_callback, NULL);
+	before_shmem_exit(xact_exit_callback, (Datum) 0);
 	prev_emit_log_hook = emit_log_hook;
-	emit_log_hook = explain_cancel;
+	emit_log_hook = xact_explain_cancel;
 	prev_process_utility_hook = ProcessUtility_hook;
-	ProcessUtility_hook = process_utility;
+	ProcessUtility_hook = xact_process_utility;
 	prev_executor_start_hook = ExecutorStart_hook;
-	ExecutorStart_hook = executor_start;
+	ExecutorStart_hook = xact_executor_start;
 	hooks_registered = true;
 }

@@ -207,7 +207,7 @@ inline tell()
 	gt = 1; gtx = 1
 }
 
-/* The watchdog's check (watchdog_tick): fires when due; while the owner is idle it only
+/* The watchdog's check (lease_watchdog_tick in lease.c): fires when due; while the owner is idle it only
  * forgets an unexplained cancel (FIRES_IDLE: fires into the idle owner, dropped). */
 inline dog_check()
 {
