@@ -52,7 +52,7 @@ sub set_servers
 	}
 }
 
-# --- 1. a failed extend to a shorter TTL cuts the validity ---
+# --- a failed extend to a shorter TTL cuts the validity ---
 
 ($out) = sql($s, "SELECT redlock_acquire('ext-short', 60000)");
 is($out, 't', 'extend: acquired for 60 s');
@@ -84,7 +84,7 @@ sql($s, "RESET statement_timeout; RESET redlock.timeout");
 cmp_ok(validity($s, 'ext-cancel'), '<=', 1000, 'after the cancelled extend, validity <= 1 s');
 sql($s, "SELECT redlock_release('ext-cancel')");
 
-# --- 9. a rolled-back re-acquire does not cut the committed lock ---
+# --- a rolled-back re-acquire does not cut the committed lock ---
 
 ($out) = sql($s, "SELECT redlock_acquire('reacq', 60000)");
 is($out, 't', 're-acquire: acquired for 60 s');
@@ -100,7 +100,7 @@ usleep(1_500_000);
 is($out, 'f', 'another session still cannot acquire it 1.5 s later');
 sql($s, "SELECT redlock_release('reacq')");
 
-# --- 3. a master closed an idle connection ---
+# --- a master closed an idle connection ---
 
 $redis->redis_all('CONFIG', 'SET', 'timeout', '1');
 ($out) = sql($s, "SELECT redlock_acquire('idle', 30000) AND redlock_release('idle')");
@@ -114,7 +114,7 @@ is(holders('idle-commit', 0), 0, 'idle: the release at commit after 2.5 s idle r
 sql($s, "SELECT redlock_release('idle')");
 $redis->redis_all('CONFIG', 'SET', 'timeout', '0');
 
-# --- 4. a reload that changes nothing keeps the connections ---
+# --- a reload that changes nothing keeps the connections ---
 
 ($out) = sql($s, "SELECT redlock_acquire('reload', 30000) AND redlock_release('reload')");
 is($out, 't', 'reload: acquire and release');
@@ -125,7 +125,7 @@ usleep(300_000);
 ($out) = sql($s, "SELECT count(*) FILTER (WHERE connected), sum(requests) >= $requests FROM redlock_nodes()");
 is($out, '5|t', 'reload: still 5 connections, figures kept');
 
-# --- 5. cleanup of many locks with a frozen master: one round, one deadline ---
+# --- cleanup of many locks with a frozen master: one round, one deadline ---
 
 ($out) = sql($s, "SET redlock.timeout = 200; BEGIN;"
 	  . join('', map { "SELECT redlock_xact_acquire('many-$_', 30000);" } 1 .. 40));
@@ -148,7 +148,7 @@ is(holders('ra-1', 0) + holders('ra-5', 0), 0, 'the interrupted locks were relea
 ($out) = sql($o, "SELECT count(*) FROM redlock_locks()");
 is($out, '0', '... and are gone from the session');
 
-# --- 10. a failed handshake runs nothing ---
+# --- a failed handshake runs nothing ---
 
 ($out, $err) = sql($s, "SET redlock.database = 16; SELECT redlock_acquire('leak', 600000)");
 like($err, qr/ERROR:\s+08006/, 'database 16 (no such database): 08006');
@@ -164,7 +164,7 @@ usleep(300_000);
 is(scalar(grep { $_ eq '1' } $redis->redis_all('EXISTS', 'leak2')), 0, '... and no key was set');
 sql($s, "RESET redlock.password");
 
-# --- 6. a failed attempt's late undo never deletes the next attempt's key ---
+# --- a failed attempt's late undo never deletes the next attempt's key ---
 
 for my $try (1 .. 4)
 {
@@ -200,7 +200,7 @@ for my $try (1 .. 4)
 	$redis->redis_all('DEL', 'undo');
 }
 
-# --- 2. a lock taken on the old server list is lost after it changes ---
+# --- a lock taken on the old server list is lost after it changes ---
 
 set_servers($first3, $s, $o);
 $redis->kill9(2);
@@ -230,7 +230,7 @@ set_servers($all5, $s);
 	  . " SET LOCAL redlock.servers = '$first3'; ROLLBACK;");
 is(holders('local-set', 0), 0, 'SET LOCAL servers + ROLLBACK: the undo reached all 5 masters');
 
-# --- 11. encodings: the key is the UTF-8 form of the name ---
+# --- encodings: the key is the UTF-8 form of the name ---
 
 $node->safe_psql('postgres',
 	"CREATE DATABASE latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
@@ -245,7 +245,7 @@ is($redis->redis_cli(0, 'EXISTS', 'café'), '1', 'encoding: the key is the UTF-8
 sql($l, "SELECT redlock_release('café')");
 $l->quit;
 
-# --- 12. parallel workers ---
+# --- parallel workers ---
 
 # force_parallel_mode was renamed debug_parallel_query in PostgreSQL 16.
 my $parallel_guc = $node->safe_psql('postgres',
@@ -259,14 +259,14 @@ like($err, qr/ERROR:\s+25000/, 'parallel: acquiring in a parallel worker raises 
 sql($s, "RESET $parallel_guc");
 is(holders('par', 0), 0, 'parallel: no key was set');
 
-# --- 13. TTLs that can never be valid; releasing a transaction-only lock ---
+# --- TTLs that can never be valid; releasing a transaction-only lock ---
 
 ($out, $err) = sql($s, "SELECT redlock_acquire('tiny', 2)");
 like($err, qr/ERROR:\s+22023: ttl_ms is too short/, 'a 2 ms TTL is refused (22023)');
 ($out, $err) = sql($s, "BEGIN; SELECT redlock_xact_acquire('xonly', 30000); SELECT redlock_release('xonly'); COMMIT;");
 like($err, qr/held only at transaction scope/, 'releasing a transaction-only lock says so');
 
-# --- 8. commit margin, a loss inside a rolled-back savepoint, retry_delay 0 ---
+# --- commit margin, a loss inside a rolled-back savepoint, retry_delay 0 ---
 
 ($out, $err) = sql($s, "BEGIN; SELECT redlock_xact_acquire('margin', 400); SELECT pg_sleep(0.33); COMMIT;");
 like($err, qr/ERROR:\s+55P03/, 'commit margin: less than 100 ms of validity left fails COMMIT');
@@ -309,7 +309,7 @@ my $exit_secs = time - $t0;
 cmp_ok($exit_secs, '<', 3, sprintf('exit with 40 locks and a frozen master took %.2f s', $exit_secs));
 $redis->cont(4);
 
-# --- 7. an ERROR after the commit point is a WARNING, not a PANIC ---
+# --- an ERROR after the commit point is a WARNING, not a PANIC ---
 # The backend may open no more files (prlimit), and a master's connection closes, so the
 # cleanup after COMMIT must rebuild its wait set: epoll_create fails with EMFILE there.
 
@@ -351,7 +351,7 @@ is($out, '2', 'after commit: the server still serves, and the transaction commit
 $f->quit;
 $redis->restart(0);
 
-# --- 12. cleanup is bounded whatever redlock.timeout says (any user may set 60 s) ---
+# --- cleanup is bounded whatever redlock.timeout says (any user may set 60 s) ---
 
 my $b = session($node);
 ($out) = sql($b, "SET redlock.timeout = 60000; BEGIN; SELECT redlock_xact_acquire('bounded', 30000)");
