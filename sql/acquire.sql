@@ -1,14 +1,7 @@
 -- Acquire, stack, extend and release on the five masters of the test harness.
 -- A second session, reached through dblink, plays the other client.
 -- (Each file creates what it uses, so that the files do not depend on their order.)
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dblink;
-RESET client_min_messages;
-SELECT dblink_connect('other',
-       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
-              split_part(current_setting('unix_socket_directories'), ',', 1)));
-CREATE OR REPLACE FUNCTION other(sql text) RETURNS boolean LANGUAGE sql
-AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
+\i sql/second_session.psql
 
 -- One attempt, default TTL: every master accepted.
 SELECT redlock_acquire('regress-a');

@@ -1,14 +1,7 @@
 -- Fencing tokens (redlock_fencing_token) and a quorum larger than a majority
 -- (redlock.quorum), on the five masters of the test harness.  A second session,
 -- reached through dblink, plays the other client.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dblink;
-RESET client_min_messages;
-SELECT dblink_connect('fence_other',
-       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
-              split_part(current_setting('unix_socket_directories'), ',', 1)));
-CREATE FUNCTION fence_other(sql text) RETURNS bigint LANGUAGE sql
-AS $$ SELECT r FROM dblink('fence_other', sql) AS t(r bigint) $$;
+\i sql/second_session.psql
 CREATE FUNCTION fence_try(command text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   state text;
@@ -43,9 +36,9 @@ SELECT redlock_fencing_token('regress-fence') = (SELECT token FROM tokens WHERE 
 SELECT redlock_release('regress-fence'), redlock_release('regress-fence');
 
 -- The next holder, another session, gets a larger token; then this one again.
-SELECT fence_other($$SELECT redlock_acquire('regress-fence', 5000)::int::bigint$$) AS other_acquired;
-INSERT INTO tokens (token) SELECT fence_other($$SELECT redlock_fencing_token('regress-fence')$$);
-SELECT fence_other($$SELECT redlock_release('regress-fence')::int::bigint$$) AS other_released;
+SELECT other_bigint($$SELECT redlock_acquire('regress-fence', 5000)::int::bigint$$) AS other_acquired;
+INSERT INTO tokens (token) SELECT other_bigint($$SELECT redlock_fencing_token('regress-fence')$$);
+SELECT other_bigint($$SELECT redlock_release('regress-fence')::int::bigint$$) AS other_released;
 BEGIN;
 SELECT redlock_xact_acquire('regress-fence', 5000);
 INSERT INTO tokens (token) SELECT redlock_fencing_token('regress-fence');
@@ -106,4 +99,4 @@ RESET ROLE;
 DROP ROLE regress_fence_user;
 
 SELECT redlock_release_all() >= 0 AS done;
-SELECT dblink_disconnect('fence_other');
+SELECT dblink_disconnect('other');

@@ -23,14 +23,7 @@ BEGIN
   END LOOP;
 END
 $$;
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dblink;
-RESET client_min_messages;
-SELECT dblink_connect('other',
-       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
-              split_part(current_setting('unix_socket_directories'), ',', 1)));
-CREATE OR REPLACE FUNCTION other(sql text) RETURNS boolean LANGUAGE sql
-AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
+\i sql/second_session.psql
 
 -- Counters: this backend's, or the cluster's when the library is preloaded.  Only this
 -- backend takes locks between the reset and the last look, so the figures are the same

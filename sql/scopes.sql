@@ -1,14 +1,7 @@
 -- Transaction scope, and what commit, rollback and savepoints do to holds.  Locks meant
 -- to run out get a 500 ms TTL and 0.7 s of sleep: room for a loaded machine to acquire
 -- them first.  Errors are followed by their SQLSTATE (psql's LAST_ERROR_SQLSTATE).
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dblink;
-RESET client_min_messages;
-SELECT dblink_connect('other',
-       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
-              split_part(current_setting('unix_socket_directories'), ',', 1)));
-CREATE OR REPLACE FUNCTION other(sql text) RETURNS boolean LANGUAGE sql
-AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
+\i sql/second_session.psql
 
 -- A transaction-scoped lock covers the commit and ends right after it.
 BEGIN;
