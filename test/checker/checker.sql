@@ -450,16 +450,17 @@ $$;
 -- it, logs a WARNING, and works on: it writes the rest of its steps in that same
 -- transaction and tries to commit them at the end, which the extension must refuse
 -- (55P03).  Meanwhile another session may take the lock (it has run out on the masters)
--- and claim the guard, finding it still held: see checker_job's claim and Checker.pm's
--- reading of checker_violations for when that is excused.  A job is one statement from
--- acquire to its last commit, so a loss always finds a statement to cancel (an idle
--- session is not interrupted).
+-- and claim the guard, finding it still held: see checker_job's claim and
+-- Checker/Report.pm's reading of checker_violations for when that is excused.  A job is
+-- one statement from acquire to its last commit, so a loss always finds a statement to
+-- cancel (an idle session is not interrupted).
 --
 -- checker_job_end gives the guard back (in its own committed transaction), releases the
 -- lock and records the attempt with how the CALL ended; the hold's state between the two
 -- CALLs is this backend's row of checker_jobs.  The worker's LOG lines of losses are read
--- into checker_losses by Checker.pm after the run.  The node has track_commit_timestamp
--- on, so pg_xact_commit_timestamp(xmin) of a checker_writes row says when it committed.
+-- into checker_losses by Checker/Report.pm after the run.  The node has
+-- track_commit_timestamp on, so pg_xact_commit_timestamp(xmin) of a checker_writes row
+-- says when it committed.
 
 CREATE UNLOGGED TABLE checker_jobs (
 	pid integer PRIMARY KEY,
@@ -634,8 +635,8 @@ $$;
 -- over when it is found held without recording a conflict: a job idle in its transaction
 -- when its lock runs out cannot be stopped before its next command, only refused its
 -- commit, so a second holder inside is expected and what counts is whether the first
--- one's work committed after the second acquired (Checker.pm's long-job judge).  A guard
--- taken over shows at checker_job_end (taken_over): the loss path was exercised.
+-- one's work committed after the second acquired (Checker/Report.pm's long-job judge).
+-- A guard taken over shows at checker_job_end (taken_over): the loss path was exercised.
 
 DROP PROCEDURE IF EXISTS checker_lease_take(text, integer, integer);
 DROP FUNCTION IF EXISTS checker_lease_write(integer, integer);

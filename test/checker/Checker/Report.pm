@@ -1,0 +1,759 @@
+# test/checker/Checker/Report.pm: what a checker run shows: the figures Checker::run
+# reads from the node after the run (fencing tokens, long jobs, jobs across commands,
+# liveness per state of the masters), their description and tables, and the Test::More
+# checks every run must pass (check_run, check_fence).
+#
+# Checker.pm imports describe, the tables' subs and the checks: callers name them
+# Checker::describe, Checker::check_run, ...
+
+package Checker::Report;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use Test::More ();
+
+our @EXPORT_OK = qw(check_fence check_run describe fence_table_header fence_table_line
+  job_table_header job_table_line table_header table_line _fence_figures _job_figures
+  _lease_figures _rows _state_windows);
+
+# ---- figures ----
+
+# The figures of a run of jobs across commands, into R: from the LOG lines of
+# checker_lease_write (which no rollback takes back), the writes a job made after the
+# next holder of its resource had acquired, committed or not (ran_on), and how many
+# holds did (holds_ran_on).  Committed ones are the judge's overlaps; the others are work
+# the loss protocol should have stopped when the owner could be reached (a running
+# statement), or did not let commit.
+sub _lease_figures
+{
+	my ($node, $log, $r) = @_;
+	my %next;    # "resource/pid/t1" => the next hold's t1
+	my %holds;
+	push @{ $holds{ $_->[0] } }, $_
+	  for _rows($node, q{
+SELECT resource, pid, extract(epoch FROM t1)::text FROM checker_attempts WHERE outcome = 'acquired'
+ORDER BY resource, t1});
+	for my $res (keys %holds)
+	{
+		my @h = @{ $holds{$res} };
+		$next{"$res/$h[$_][1]/$h[$_][2]"} = $h[ $_ + 1 ][2] for 0 .. $#h - 1;
+	}
+	my ($ran_on, %holds_ran_on) = (0);
+	while ($log =~ /checker-write: (\d+) (\S+) (\S+) (\S+)$/mg)
+	{
+		my ($pid, $t1, $at, $res) = ($1, $2, $3, $4);
+		my $n = $next{"$res/$pid/$t1"};
+		next unless defined $n && $at > $n;
+		$ran_on++;
+		$holds_ran_on{"$res/$pid/$t1"} = 1;
+	}
+	$r->{ran_on} = $ran_on;
+	$r->{holds_ran_on} = scalar keys %holds_ran_on;
+	$r->{lease_writes_logged} = () = $log =~ /checker-write: /g;
+	# Losses the owners met: a release that found its lock run out (the watchdog or the
+	# commit check stopped the job and the job released before the worker, stalled or
+	# restarting, could log the loss).
+	$r->{release_found_lost} = 0;
+	$r->{release_found_lost} += $_
+	  for map { $r->{warnings}{$_} }
+	  grep { /^lock on resource "\.\.\." had (?:expired|been lost) before it was released/ }
+	  keys %{ $r->{warnings} // {} };
+	return;
+}
+
+# The figures of a fenced run, into R.  A token is granted when redlock_fencing_token
+# returns; the scheme promises (README "Fencing tokens") that a token granted after
+# another one of the same resource was granted is larger.  So:
+#   inversions: holds B for which a hold A of the same resource got its token before B
+#     asked for one (A's token_t1 < B's token_t0) and A's token >= B's;
+#   token_dups: tokens that two holds of the same resource both got;
+#   stale_landed: writes that landed although a write with a larger token had landed
+#     before (the fence condition refuses them; the unfenced control lets them in);
+#   stale_refused: writes the fence condition refused; late_writes: writes made after
+#     the writer's own validity had run out (paused holders).
+sub _fence_figures
+{
+	my ($node, $t0, $r) = @_;
+	(
+		$r->{tokens}, $r->{token_errors}, $r->{writes}, $r->{stale_refused},
+		$r->{stale_landed}, $r->{late_writes}, $r->{late_refused}
+	  )
+	  = @{
+		(
+			_rows($node, q{
+SELECT count(token), count(token_sqlstate), count(write_at),
+	count(*) FILTER (WHERE NOT write_applied),
+	count(*) FILTER (WHERE write_applied AND write_prev > token),
+	count(*) FILTER (WHERE write_at > valid_until),
+	count(*) FILTER (WHERE write_at > valid_until AND NOT write_applied)
+FROM checker_attempts WHERE outcome = 'acquired'}))[0]
+	  };
+	$r->{token_error_states} = {
+		map { $_->[0] => $_->[1] } _rows($node, q{
+SELECT token_sqlstate, count(*) FROM checker_attempts
+WHERE token_sqlstate IS NOT NULL GROUP BY 1})
+	};
+	# One sweep over the token calls' starts and ends in time order (a start before an end
+	# at the same time: "before" is strict), keeping per resource the largest token
+	# granted so far; each start compares its token with that.  Times read by backends
+	# whose clock was set off (skew_callers_ms: those of an odd pid) are put back first.
+	my $back = -($r->{skew_callers_ms} // 0) / 1000;
+	my @holds = _rows($node, qq{
+SELECT resource, pid, token,
+	extract(epoch FROM token_t0) - $t0 + CASE WHEN pid % 2 = 1 THEN $back ELSE 0 END,
+	extract(epoch FROM token_t1) - $t0 + CASE WHEN pid % 2 = 1 THEN $back ELSE 0 END
+FROM checker_attempts WHERE token IS NOT NULL});
+	my %largest;
+	my @inversions;
+	for my $e (sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] }
+		(map { [ $_->[3], 0, $_ ] } @holds), (map { [ $_->[4], 1, $_ ] } @holds))
+	{
+		my ($t, $is_end, $h) = @$e;
+		my $m = $largest{ $h->[0] };
+		if ($is_end)
+		{
+			$largest{ $h->[0] } = $h if !$m || $h->[2] > $m->[2];
+		}
+		elsif ($m && $m->[2] >= $h->[2])
+		{
+			push @inversions, [ $t, @$h[ 0 .. 2 ], $m->[1], $m->[2], 1000 * ($t - $m->[4]) ];
+		}
+	}
+	$r->{inversion_rows} = \@inversions;
+	$r->{inversions} = @inversions;
+
+	# Around the first restart of every master (a run with skew_callers_ms): tokens
+	# granted before the kill, and asked for after the masters were up again.
+	my ($kill) = map { $_->[0] } grep { $_->[1] =~ /^kill -9 master/ } @{ $r->{events} // [] };
+	my ($up) = map { $_->[0] } grep { $_->[1] =~ / up again$/ } @{ $r->{events} // [] };
+	if (defined $kill && defined $up)
+	{
+		$r->{tokens_before_restart} = grep { $_->[4] < $kill } @holds;
+		$r->{tokens_after_restart} = grep { $_->[3] > $up } @holds;
+	}
+	my @dups = _rows($node, q{
+SELECT resource, token FROM checker_attempts WHERE token IS NOT NULL
+GROUP BY 1, 2 HAVING count(*) > 1});
+	$r->{token_dups} = @dups;
+	return;
+}
+
+# The figures of a long-job run, into R; its violations replace those of the guard alone.
+#
+# A job's guard stays claimed from its claim to checker_job_end, also after a cancel, and
+# a job that swallowed the cancel is still inside, writing, when another session takes
+# the lock (run out on the masters) and claims the guard.  Such a claim conflict is
+# harmless only if the work of the first holder after its loss never became visible.
+# So a conflict (a claim that found the guard held) is a violation unless all of these
+# hold:
+#   - the worker had logged the loss of the other holder's lock (LOG "redlock lock on
+#     resource ... was lost", owner PID) before the claim;
+#   - none of the other holder's writes of that hold committed after the loss
+#     (pg_xact_commit_timestamp; the log has millisecond resolution, so a commit within
+#     1 ms after the logged time counts as before it);
+#   - none of them committed after this session acquired.
+# And whatever the guard saw, a hold whose write committed after the next holder of the
+# same resource acquired is a violation (committed work of two holders overlapping),
+# counted once per pair of holds.
+sub _job_figures
+{
+	my ($node, $log, $t0, $f, $r) = @_;
+
+	# The worker's LOG lines of losses, with the DETAIL naming the owner.
+	my @losses;
+	while ($log =~ /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+) \[(\d+)\] (?:\S+ )?LOG:  redlock lock on resource "([^"\n]*)" was lost: ([^\n]*)\n(?:[^\n]*\n)*?[^\n]*\[\2\] (?:\S+ )?DETAIL:  Owner PID (\d+); ([^\n]*)$/mg)
+	{
+		push @losses, [ $1, $3, $5, $4, $6 ];
+	}
+	my $logged = () = $log =~ /LOG:  redlock lock on resource "[^"\n]*" was lost: /g;
+	die "checker: $logged losses in the server log, but only " . scalar(@losses)
+	  . ' with the DETAIL naming the owner'
+	  if $logged != @losses;
+	if (@losses)
+	{
+		my $q = sub { (my $v = shift) =~ s/'/''/g; return "'$v'"; };
+		$node->safe_psql('postgres',
+			'INSERT INTO checker_losses (at, resource, owner_pid, reason, detail) VALUES '
+			  . join(',',
+				map { '(' . join(', ', $q->($_->[0]) . '::timestamptz', $q->($_->[1]), $_->[2],
+						$q->($_->[3]), $q->($_->[4])) . ')' } @losses));
+	}
+	$r->{losses} = scalar @losses;
+	for my $l (@losses)
+	{
+		(my $why = $l->[3]) =~ s/\d+/N/g;
+		$r->{loss_reasons}{$why}++;
+		(my $what = $l->[4]) =~ s/\.$//;
+		$r->{loss_details}{$what}++;
+	}
+
+	# How the jobs ended.
+	$r->{$_} = 0 for qw(jobs_done cancelled cancelled_other refused job_errors);
+	for my $row (_rows($node, q{
+SELECT coalesce(end_sqlstate, '?'), replace(coalesce(end_message, ''), E'\n', ' '), count(*)
+FROM checker_attempts WHERE outcome = 'acquired' GROUP BY 1, 2}))
+	{
+		my ($state, $msg, $n) = @$row;
+		if ($state eq '00000') { $r->{jobs_done} += $n; }
+		elsif ($state eq '57014' && $msg =~ /^canceling statement because lock on resource ".*" was lost$/)
+		{
+			$r->{cancelled} += $n;
+		}
+		elsif ($state eq '57014') { $r->{cancelled_other} += $n; }
+		elsif ($state eq '55P03' && $msg =~ /^lock on resource ".*" was lost during this transaction$/)
+		{
+			$r->{refused} += $n;
+		}
+		else
+		{
+			$r->{job_errors} += $n;
+			(my $m = $msg) =~ s/"[^"]*"/"..."/g;
+			$r->{job_error_kinds}{"$state $m"} += $n;
+		}
+	}
+	$r->{swallowed} = () = $log =~ /WARNING:  checker: a job swallowed a cancel/g;
+	(
+		$r->{lost_holds}, $r->{renewals_max}, $r->{renewals_sum}, $r->{taken_over},
+		$r->{done_renewals_min}
+	  )
+	  = @{
+		(
+			_rows($node, q{
+SELECT count(*) FILTER (WHERE lost), coalesce(max(renewals), 0), coalesce(sum(renewals), 0),
+	count(*) FILTER (WHERE taken_over),
+	coalesce(min(renewals) FILTER (WHERE end_sqlstate = '00000'), 0)
+FROM checker_attempts WHERE outcome = 'acquired'}))[0]
+	  };
+	($r->{renewals}, $r->{renewals_failed}, $r->{locks_lost}) = @{
+		(_rows($node, 'SELECT renewals, renewals_failed, locks_lost FROM redlock_stats()'))[0] };
+	$r->{worker_gaps} = $f->{worker_gaps} // [];
+	$r->{nodes_hist} = { map { @$_ } _rows($node, q{
+SELECT nodes, count(*) FROM checker_attempts WHERE outcome = 'acquired' GROUP BY 1}) };
+
+	# Each loss: how long after the lock's last renewal (or its acquisition) the worker
+	# gave it up.  The validity a renewal gives is TTL x 0.99 - 2 ms from the renewal's
+	# start, a little before last_renewal: so this is a slight underestimate.
+	$r->{loss_rows} = [
+		_rows($node, qq{
+SELECT round((extract(epoch FROM l.at) - $t0)::numeric, 3), l.resource, l.owner_pid,
+	coalesce(round((extract(epoch FROM l.at - coalesce(a.last_renewal, a.t1)) * 1000)::numeric)::text, '?'),
+	coalesce(a.renewals::text, '?'), coalesce(a.end_sqlstate, '?'), coalesce(a.nodes::text, '?'),
+	l.reason
+FROM checker_losses l
+LEFT JOIN LATERAL (SELECT * FROM checker_attempts a WHERE a.pid = l.owner_pid
+	AND a.resource = l.resource AND a.outcome = 'acquired' AND a.t1 < l.at
+	ORDER BY a.t1 DESC LIMIT 1) a ON true
+ORDER BY l.at})
+	];
+	my @since = grep { $_ ne '?' } map { $_->[3] } @{ $r->{loss_rows} };
+	# Losses during a window of the fault schedule (or within TTL/3 after it).
+	for my $w (sort keys %{ $f->{windows} // {} })
+	{
+		$r->{losses_in}{$w} = grep {
+			my $l = $_;
+			grep { $l->[0] >= $_->[0] && $l->[0] <= $_->[1] + $r->{ttl_ms} / 3000 }
+			  @{ $f->{windows}{$w} }
+		} @{ $r->{loss_rows} };
+	}
+	$r->{losses_unrenewed} = grep { $_->[7] =~ /validity time ran out before it could be renewed/ }
+	  @{ $r->{loss_rows} };
+	$r->{loss_after_renewal_max_ms} = @since ? (sort { $b <=> $a } @since)[0] : undef;
+
+	# Writes committed after their hold's loss (the transaction running at the loss must
+	# not commit; with cancel_on_loss off, the job is not told and works on).
+	($r->{writes_after_loss}, $r->{holds_writes_after_loss}) = @{
+		(
+			_rows($node, q{
+SELECT count(*), count(DISTINCT (w.pid, w.t1))
+FROM checker_writes w JOIN checker_losses l ON l.owner_pid = w.pid AND l.resource = w.resource
+	AND l.at > w.t1
+WHERE pg_xact_commit_timestamp(w.xmin) >= l.at + interval '1 ms'}))[0]
+	};
+	($r->{writes}, $r->{writes_swallowed}) = @{
+		(_rows($node, 'SELECT count(*), count(*) FILTER (WHERE swallowed) FROM checker_writes'))[0] };
+
+	# Claim conflicts, excused or not (see above).
+	my (@violations, @excused, %pair);
+	for my $row (_rows($node, qq{
+WITH c AS (
+	SELECT v.*,
+		(SELECT min(l.at) FROM checker_losses l WHERE l.owner_pid = v.other_pid
+			AND l.resource = v.resource AND l.at > v.other_acquired_at AND l.at < v.at) AS lost_at,
+		(SELECT max(pg_xact_commit_timestamp(w.xmin)) FROM checker_writes w
+			WHERE w.pid = v.other_pid AND w.resource = v.resource
+			AND w.t1 = v.other_acquired_at) AS last_commit
+	FROM checker_violations v)
+SELECT round((extract(epoch FROM at) - $t0)::numeric, 3), resource, pid, what,
+	coalesce(other_pid::text, '-'),
+	coalesce(round((extract(epoch FROM at - other_since) * 1000)::numeric, 1)::text, '?'),
+	coalesce(round((extract(epoch FROM other_valid_until - at) * 1000)::numeric, 1)::text, '?'),
+	coalesce(round((extract(epoch FROM at - acquired_at) * 1000)::numeric, 1)::text, '?'),
+	coalesce(nodes::text, '?'), coalesce(validity_ms::text, '?'),
+	coalesce(round((extract(epoch FROM at - lost_at) * 1000)::numeric, 1)::text, '-'),
+	coalesce(round((extract(epoch FROM last_commit - lost_at) * 1000)::numeric, 1)::text, '-'),
+	coalesce(lost_at IS NOT NULL AND (last_commit IS NULL
+		OR (last_commit < lost_at + interval '1 ms' AND last_commit < acquired_at)), false),
+	resource || '/' || extract(epoch FROM other_acquired_at) || '/' || extract(epoch FROM acquired_at)
+FROM c ORDER BY at}))
+	{
+		my %v = (
+			at => $row->[0],
+			resource => $row->[1],
+			pid => $row->[2],
+			what => $row->[3],
+			other_pid => $row->[4],
+			other_inside_ms => $row->[5],
+			other_validity_left_ms => $row->[6],
+			since_acquired_ms => $row->[7],
+			nodes => $row->[8],
+			validity_ms => $row->[9],
+			other_lost_ms_before => $row->[10],
+			other_commit_after_loss_ms => $row->[11],
+		);
+		if ($row->[12] eq 't')
+		{
+			push @excused, \%v;
+		}
+		else
+		{
+			push @violations, \%v;
+			$pair{ $row->[13] } = 1;
+		}
+	}
+
+	# Committed work overlapping the next holder's.
+	for my $row (_rows($node, qq{
+WITH holds AS (
+	SELECT pid, resource, t1 FROM checker_attempts WHERE outcome = 'acquired'
+	UNION SELECT pid, resource, t1 FROM checker_writes),
+seq AS (
+	SELECT *, lead(pid) OVER w AS next_pid, lead(t1) OVER w AS next_t1
+	FROM holds WINDOW w AS (PARTITION BY resource ORDER BY t1))
+SELECT round((extract(epoch FROM min(pg_xact_commit_timestamp(w.xmin))) - $t0)::numeric, 3),
+	s.resource, s.next_pid, s.pid, count(*),
+	round((extract(epoch FROM max(pg_xact_commit_timestamp(w.xmin)) - s.next_t1) * 1000)::numeric, 1),
+	s.resource || '/' || extract(epoch FROM s.t1) || '/' || extract(epoch FROM s.next_t1)
+FROM seq s JOIN checker_writes w ON w.pid = s.pid AND w.resource = s.resource AND w.t1 = s.t1
+WHERE s.next_t1 IS NOT NULL AND pg_xact_commit_timestamp(w.xmin) > s.next_t1
+GROUP BY s.resource, s.pid, s.t1, s.next_pid, s.next_t1
+ORDER BY 1}))
+	{
+		$r->{overlaps}++;
+		push @{ $r->{overlap_rows} },
+		  sprintf('+%.3f s %s: %s writes of pid %s committed up to %s ms after pid %s acquired',
+			$row->[0], $row->[1], $row->[4], $row->[3], $row->[5], $row->[2]);
+		next if $pair{ $row->[6] };
+		push @violations,
+		  {
+			at => $row->[0],
+			resource => $row->[1],
+			pid => $row->[2],
+			what => "overlap: $row->[4] writes of the previous holder committed up to $row->[5] ms"
+			  . ' after it acquired;',
+			other_pid => $row->[3],
+			other_inside_ms => '?',
+			other_validity_left_ms => '?',
+			since_acquired_ms => '?',
+			nodes => '?',
+			validity_ms => '?',
+		  };
+	}
+	$r->{overlaps} //= 0;
+	$r->{conflicts} = scalar(grep { $_->{what} eq 'claim' } @violations) + @excused;
+	$r->{excused_rows} = \@excused;
+	$r->{excused} = scalar @excused;
+	$r->{violation_rows} = [ sort { $a->{at} <=> $b->{at} } @violations ];
+	$r->{violations} = scalar @violations;
+	return;
+}
+
+# Rows of QUERY's result as lists of fields (psql unaligned, | separated).
+sub _rows
+{
+	my ($node, $query) = @_;
+	my $out = $node->safe_psql('postgres', $query);
+	return map { [ split /\|/, $_, -1 ] } grep { length } split /\n/, $out;
+}
+
+# From EVENTS ([t, text, state] in time order), SECONDS and the acquisition times: per state
+# label, [label, seconds spent, acquisitions, acq/s], in order of first appearance.
+sub _state_windows
+{
+	my ($events, $seconds, $acq_times) = @_;
+	my @bounds = ([ 0, 'all up' ]);
+	push @bounds, [ $_->[0], $_->[2] ] for @$events;
+	my (%secs, %acq, @order);
+	my @sorted = sort { $a <=> $b } @$acq_times;
+	my $i = 0;
+	for my $k (0 .. $#bounds)
+	{
+		my ($from, $label) = @{ $bounds[$k] };
+		my $to = $k < $#bounds ? $bounds[ $k + 1 ][0] : $seconds;
+		$to = $seconds if $to > $seconds;
+		next if $to <= $from;
+		push @order, $label unless exists $secs{$label};
+		$secs{$label} += $to - $from;
+		$acq{$label} //= 0;
+		$i++ while $i < @sorted && $sorted[$i] < $from;
+		while ($i < @sorted && $sorted[$i] < $to)
+		{
+			$acq{$label}++;
+			$i++;
+		}
+	}
+	return [ map { [ $_, $secs{$_}, $acq{$_}, $acq{$_} / $secs{$_} ] } @order ];
+}
+
+# ---- reports ----
+
+my $HEADER = sprintf("%-26s %8s %8s %10s %8s %7s %7s %6s %7s %7s\n",
+	'scenario', 'attempts', 'acquired', 'violations', 'acq/s', 'busy', 'unavail', '08006',
+	'extends', 'gaveup');
+
+# The header of the figures table.
+sub table_header
+{
+	return $HEADER . ('-' x (length($HEADER) - 1)) . "\n";
+}
+
+# One line of the figures table.
+sub table_line
+{
+	my ($r) = @_;
+	return sprintf("%-26s %8d %8d %10d %8.1f %6.1f%% %6.1f%% %6d %7s %7s\n",
+		$r->{name}, $r->{attempts}, $r->{acquired}, $r->{violations}, $r->{acq_per_s},
+		$r->{busy_pct}, $r->{unavailable_pct}, $r->{unavailable},
+		$r->{steps} ? $r->{extends} : '-', $r->{steps} ? $r->{gave_up} : '-');
+}
+
+# A full description of one run: settings, figures, errors, violations with their timing,
+# the fault log, liveness per state and per second.
+sub describe
+{
+	my ($r) = @_;
+	my $s = "== $r->{name}: $r->{desc}\n";
+	$s .= sprintf(
+		"   %d clients, %d resources, TTL %d ms, wait %d ms, work %d ms, %d s, %s masters\n",
+		$r->{clients}, $r->{resources}, $r->{ttl_ms}, $r->{wait_ms}, $r->{work_ms},
+		$r->{seconds}, $r->{masters});
+	$s .= sprintf(
+		"   attempts %d: acquired %d (%.1f/s), busy %d (%.1f%%), unavailable 08006 %d (%.1f%%),"
+		  . " other errors %d\n",
+		$r->{attempts}, $r->{acquired}, $r->{acq_per_s}, $r->{busy}, $r->{busy_pct},
+		$r->{unavailable}, $r->{unavailable_pct}, $r->{other_errors});
+	for my $state (sort keys %{ $r->{errors} })
+	{
+		$s .= sprintf("   error %s x %d, e.g. \"%s\"\n",
+			$state, $r->{errors}{$state}{n}, $r->{errors}{$state}{message} // '');
+	}
+	$s .= sprintf(
+		"   holders whose validity ran out before the work was done: %d; release false: %d,"
+		  . " release error: %d; fewest masters in an acquisition: %d\n",
+		$r->{overran}, $r->{release_false}, $r->{release_error}, $r->{min_nodes});
+	if ($r->{steps})
+	{
+		$s .= sprintf(
+			"   held across commands: %d steps of %d ms, extend before each step to [%s] ms,"
+			  . " %s holders (margin %d ms)\n",
+			$r->{steps}, $r->{step_ms},
+			join(',', map { $_ // '-' } @{ $r->{ext_ttls} }[ 0 .. $r->{steps} - 1 ]),
+			$r->{honest} ? 'honest' : 'DISHONEST', $r->{margin_ms} // 100);
+		$s .= sprintf(
+			"   extends %d: false %d, 08006 %d, other errors %d; holders that gave up"
+			  . " early %d; steps worked %d\n",
+			$r->{extends}, $r->{extend_false}, $r->{extend_errors},
+			$r->{extend_other_errors}, $r->{gave_up}, $r->{steps_done});
+	}
+	if (@{ $r->{gave_up_rows} // [] })
+	{
+		$s .= "   gave up: "
+		  . join(', ', map { "$_ x $r->{gave_up_why}{$_}" } sort keys %{ $r->{gave_up_why} })
+		  . "\n";
+		my $n = @{ $r->{gave_up_rows} } < 5 ? @{ $r->{gave_up_rows} } : 5;
+		for my $g (@{ $r->{gave_up_rows} }[ 0 .. $n - 1 ])
+		{
+			my $last = _last_event($r->{events}, $g->[0]);
+			$s .= sprintf("     +%.3f s %s: pid %s gave up (%s) %s ms after acquiring%s\n",
+				$g->[0], $g->[1], $g->[2], $g->[4], $g->[5],
+				$last ? sprintf('; last fault +%.3f s %s', @$last[ 0, 1 ]) : '');
+		}
+	}
+	$s .= _describe_job($r) if $r->{job};
+	$s .= "   clients idle $r->{idle_ms} ms between attempts\n" if $r->{idle_ms};
+	$s .= "   client settings: @{ $r->{pgoptions} }\n" if @{ $r->{pgoptions} // [] };
+	$s .= "   fault counts: "
+	  . join(', ', map { "$_ x $r->{fault_counts}{$_}" } sort keys %{ $r->{fault_counts} })
+	  . "\n"
+	  if %{ $r->{fault_counts} // {} };
+	$s .= ($r->{job} ? '   psql clients: exit status' : '   pgbench exit status')
+	  . " $r->{pgbench_rc}\n";
+	$s .= "   clients that ran out of script before the end: $r->{ran_out}\n" if $r->{ran_out};
+	for my $w (sort { $r->{warnings}{$b} <=> $r->{warnings}{$a} } keys %{ $r->{warnings} })
+	{
+		$s .= sprintf("   server log WARNING x %d: %s\n", $r->{warnings}{$w}, $w);
+	}
+	if ($r->{pgbench_rc} != 0)
+	{
+		my @lines = split /\n/, $r->{pgbench_err};
+		$s .= "   pgbench stderr: $_\n" for @lines[ 0 .. ($#lines < 9 ? $#lines : 9) ];
+	}
+	$s .= _describe_fence($r) if $r->{fence};
+	$s .= sprintf("   VIOLATIONS: %d%s\n", $r->{violations},
+		$r->{expect_violations} ? ' (negative control: expected > 0)'
+		: $r->{violations_by_design} ? " (not judged: $r->{violations_by_design})"
+		:                              '');
+	my $shown = 0;
+	for my $v (@{ $r->{violation_rows} })
+	{
+		last if ++$shown > 20;
+		my $last = _last_event($r->{events}, $v->{at});
+		$s .= sprintf(
+			"     +%.3f s %s: pid %s %s found pid %s inside for %s ms (its validity %s ms"
+			  . " left); ours acquired %s ms before with %s masters, validity %s ms%s\n",
+			$v->{at}, $v->{resource}, $v->{pid}, $v->{what}, $v->{other_pid},
+			$v->{other_inside_ms}, $v->{other_validity_left_ms}, $v->{since_acquired_ms},
+			$v->{nodes}, $v->{validity_ms},
+			$last ? sprintf('; last fault +%.3f s %s', @$last[ 0, 1 ]) : '');
+	}
+	$s .= "     ... and " . ($r->{violations} - 20) . " more\n" if $r->{violations} > 20;
+	if (@{ $r->{events} })
+	{
+		$s .= "   faults:";
+		$s .= sprintf(" +%.2f %s;", $_->[0], $_->[1]) for @{ $r->{events} };
+		$s .= "\n";
+	}
+	$s .= "   liveness by state:";
+	$s .= sprintf(" %s %.1f acq/s (%.1f s);", $_->[0], $_->[3], $_->[1]) for @{ $r->{states} };
+	$s .= "\n";
+	$s .= "   acquisitions per second: @{ $r->{per_sec_acq} }\n";
+	$s .= "   08006 errors per second: @{ $r->{per_sec_unav} }\n"
+	  if grep { $_ } @{ $r->{per_sec_unav} };
+	return $s;
+}
+
+# The fencing lines of describe.
+sub _describe_fence
+{
+	my ($r) = @_;
+	my $s = sprintf(
+		"   fencing (%s writes): tokens %d, token errors %d%s; writes %d, refused by the"
+		  . " fence %d, stale writes that landed %d; writes after the writer's validity %d"
+		  . " (refused %d)\n",
+		$r->{fence}, $r->{tokens}, $r->{token_errors},
+		%{ $r->{token_error_states} }
+		? ' (' . join(', ', map { "$_ x $r->{token_error_states}{$_}" }
+			  sort keys %{ $r->{token_error_states} }) . ')'
+		: '',
+		$r->{writes}, $r->{stale_refused}, $r->{stale_landed}, $r->{late_writes},
+		$r->{late_refused});
+	$s .= sprintf("   tokens granted before the first restart of the masters %d, asked for after"
+		  . " it %d\n", $r->{tokens_before_restart}, $r->{tokens_after_restart})
+	  if defined $r->{tokens_before_restart};
+	$s .= sprintf("   TOKEN INVERSIONS: %d, equal tokens: %d%s\n",
+		$r->{inversions}, $r->{token_dups},
+		$r->{expect_inversions} ? ' (negative control: expected > 0)' : '');
+	my $n = @{ $r->{inversion_rows} } < 10 ? @{ $r->{inversion_rows} } : 10;
+	$s .= sprintf("     +%.3f s %s: pid %s got token %s, %.1f ms after pid %s got %s\n",
+		@$_[ 0 .. 3, 6, 4, 5 ])
+	  for @{ $r->{inversion_rows} }[ 0 .. $n - 1 ];
+	return $s;
+}
+
+# The header of the fencing table.
+sub fence_table_header
+{
+	my $h = sprintf("%-28s %8s %10s %7s %10s %6s %8s %6s %5s %6s\n", 'scenario', 'acquired',
+		'violations', 'tokens', 'inversions', 'equal', 'refused', 'stale', 'late', 'nodes');
+	return $h . ('-' x (length($h) - 1)) . "\n";
+}
+
+# One line of the fencing table: token inversions (equal tokens taken one after the
+# other count there too), tokens two holds both got, writes refused by the fence, stale
+# writes that landed, writes made after the writer's validity, fewest masters in an
+# acquisition.
+sub fence_table_line
+{
+	my ($r) = @_;
+	return sprintf("%-28s %8d %10d %7d %10d %6d %8d %6d %5d %6d\n", $r->{name},
+		$r->{acquired}, $r->{violations}, $r->{tokens}, $r->{inversions}, $r->{token_dups},
+		$r->{stale_refused}, $r->{stale_landed}, $r->{late_writes}, $r->{min_nodes});
+}
+
+# The Test::More checks every scenario run R must pass (TAP 011 and 013): the clients ran
+# to the end, locks were acquired, no error but 08006; no violation, or some for a
+# negative control (none judged where the scenario measures them by design); a fenced
+# run's checks (check_fence).
+sub check_run
+{
+	my ($r) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $name = $r->{name};
+	Test::More::is($r->{pgbench_rc}, 0, "$name: pgbench ran to the end (no client aborted)")
+	  or Test::More::diag($r->{pgbench_err});
+	Test::More::cmp_ok($r->{acquired}, '>', 0, "$name: locks were acquired");
+	Test::More::is($r->{other_errors}, 0, "$name: no error other than 08006")
+	  or Test::More::diag(Test::More::explain($r->{errors}));
+	if ($r->{expect_violations})
+	{
+		Test::More::cmp_ok($r->{violations}, '>', 0,
+			"$name (negative control): the checker sees violations")
+		  or Test::More::diag(describe($r));
+	}
+	elsif (!$r->{violations_by_design})
+	{
+		Test::More::is($r->{violations}, 0, "$name: no violation")
+		  or Test::More::diag(describe($r));
+	}
+	check_fence($r) if $r->{fence};
+	return;
+}
+
+# The Test::More checks of a fenced run R (check_run, and run-long): tokens were taken;
+# no inversion and no equal tokens (a negative control: some inversion); no stale write
+# landed (the unfenced control: some did); where holders were paused, some of their late
+# writes were refused; with expect_min_nodes, every acquisition had that many masters.
+sub check_fence
+{
+	my ($r) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $name = $r->{name};
+	Test::More::cmp_ok($r->{tokens}, '>', 0, "$name: fencing tokens were taken");
+	if ($r->{skew_callers_ms})
+	{
+		Test::More::cmp_ok($r->{tokens_before_restart} // 0, '>', 0,
+			"$name: tokens were granted before the masters were restarted");
+		Test::More::cmp_ok($r->{tokens_after_restart} // 0, '>', 0,
+			"$name: tokens were asked for after the masters were up again");
+	}
+	if ($r->{expect_inversions})
+	{
+		Test::More::cmp_ok($r->{inversions} + $r->{token_dups}, '>', 0,
+			"$name (negative control): the checker sees token inversions");
+	}
+	else
+	{
+		Test::More::is($r->{inversions}, 0,
+			"$name: every token is larger than every token granted before it was asked for");
+		Test::More::is($r->{token_dups}, 0, "$name: no two holds got the same token");
+	}
+	if ($r->{expect_stale_landed})
+	{
+		Test::More::cmp_ok($r->{stale_landed}, '>', 0,
+			"$name (negative control): without the fence, stale writes land");
+	}
+	else
+	{
+		Test::More::is($r->{stale_landed}, 0, "$name: no stale write landed");
+	}
+	Test::More::cmp_ok($r->{stale_refused}, '>', 0,
+		"$name: paused holders wrote late and the fence refused them")
+	  if $r->{expect_stale_refused};
+	Test::More::cmp_ok($r->{min_nodes}, '>=', $r->{expect_min_nodes},
+		"$name: every acquisition had at least $r->{expect_min_nodes} masters")
+	  if $r->{expect_min_nodes};
+	return;
+}
+
+# The long-job lines of describe.
+sub _describe_job
+{
+	my ($r) = @_;
+	my $j = $r->{job};
+	my $validity = int($r->{ttl_ms} * 0.99 - 2);
+	my $s = sprintf(
+		"   long jobs: %d transactions of %d writes %d ms apart (%d ms of work, %.1f x the TTL),"
+		  . " auto-extended; odd-numbered clients swallow a cancel and try to commit\n",
+		$j->{xacts}, $j->{steps}, $j->{step_ms}, $r->{work_ms}, $r->{work_ms} / $r->{ttl_ms});
+	$s .= sprintf(
+		"   jobs: %d done, %d cancelled on loss (57014), %d commits refused (55P03; %d cancels"
+		  . " swallowed), %d other cancels, %d other errors%s\n",
+		$r->{jobs_done}, $r->{cancelled}, $r->{refused}, $r->{swallowed}, $r->{cancelled_other},
+		$r->{job_errors},
+		$r->{job_errors}
+		? ' (' . join('; ', map { "$_ x $r->{job_error_kinds}{$_}" } sort keys %{ $r->{job_error_kinds} }) . ')'
+		: '');
+	$s .= sprintf(
+		"   worker: %d renewals, %d failed (retried), %d locks lost; renewals per hold up to %d,"
+		  . " at least %d in a job that ran to its end; restarted after SIGTERM in %s\n",
+		$r->{renewals}, $r->{renewals_failed}, $r->{locks_lost}, $r->{renewals_max},
+		$r->{done_renewals_min},
+		@{ $r->{worker_gaps} } ? join(', ', map { sprintf('%.2f s', $_) } @{ $r->{worker_gaps} }) : '-');
+	$s .= sprintf("   losses logged by the worker: %d (%s; %s)%s\n",
+		$r->{losses},
+		join(', ', map { "$_ x $r->{loss_reasons}{$_}" } sort keys %{ $r->{loss_reasons} // {} }),
+		join(', ', map { "$_ x $r->{loss_details}{$_}" } sort keys %{ $r->{loss_details} // {} }),
+		defined $r->{loss_after_renewal_max_ms}
+		? "; given up at most $r->{loss_after_renewal_max_ms} ms after the lock's last renewal"
+		  . " (validity $validity ms)"
+		: '');
+	$s .= "   losses during $_ (or TTL/3 after): $r->{losses_in}{$_}\n"
+	  for sort keys %{ $r->{losses_in} // {} };
+	$s .= "   masters that accepted each acquisition: "
+	  . join(', ', map { "$_ x $r->{nodes_hist}{$_}" } sort { $b <=> $a } keys %{ $r->{nodes_hist} })
+	  . "\n";
+	for my $l (@{ $r->{loss_rows} })
+	{
+		my $last = _last_event($r->{events}, $l->[0]);
+		$s .= sprintf("     +%.3f s %s: owner %s, %s ms after its last renewal (%s renewals),"
+			  . " its job ended %s; acquired on %s masters%s\n", @$l[ 0 .. 6 ],
+			$last ? sprintf('; last fault +%.3f s %s', @$last[ 0, 1 ]) : '');
+	}
+	$s .= sprintf(
+		"   writes: %d committed (%d of them written after a swallowed cancel); committed after"
+		  . " their hold's loss: %d (in %d holds)\n",
+		$r->{writes}, $r->{writes_swallowed}, $r->{writes_after_loss},
+		$r->{holds_writes_after_loss});
+	$s .= sprintf(
+		"   guard: %d claims found it held: %d excused (the holder found had lost its lock"
+		  . " before, and none of its work committed after the loss); holds whose committed"
+		  . " work overlapped the next holder's: %d; guards found taken over at the end: %d\n",
+		$r->{conflicts}, $r->{excused}, $r->{overlaps}, $r->{taken_over});
+	$s .= "     overlap: $_\n" for @{ $r->{overlap_rows} // [] };
+	for my $v (@{ $r->{excused_rows} })
+	{
+		my $c = $v->{other_commit_after_loss_ms};
+		$s .= sprintf(
+			"     excused: +%.3f s %s: pid %s found pid %s inside for %s ms, its lock lost %s ms"
+			  . " before; %s\n",
+			$v->{at}, $v->{resource}, $v->{pid}, $v->{other_pid}, $v->{other_inside_ms},
+			$v->{other_lost_ms_before},
+			$c eq '-' ? 'none of its writes committed'
+			: $c < 0 ? sprintf('its last write committed %.1f ms before the loss', -$c)
+			: "its last write committed $c ms after the loss (within the log's resolution)");
+	}
+	return $s;
+}
+
+# A line of the long-job figures table (header: job_table_header).
+sub job_table_header
+{
+	my $h = sprintf("%-26s %8s %8s %10s %5s %9s %7s %8s %7s %5s %7s %9s\n",
+		'scenario', 'attempts', 'acquired', 'violations', 'done', 'cancelled', 'refused',
+		'renewals', 'failed', 'lost', 'excused', 'wr.after');
+	return $h . ('-' x (length($h) - 1)) . "\n";
+}
+
+sub job_table_line
+{
+	my ($r) = @_;
+	return sprintf("%-26s %8d %8d %10d %5d %9d %7d %8d %7d %5d %7d %9d\n",
+		$r->{name}, $r->{attempts}, $r->{acquired}, $r->{violations}, $r->{jobs_done},
+		$r->{cancelled}, $r->{refused}, $r->{renewals}, $r->{renewals_failed},
+		$r->{locks_lost}, $r->{excused}, $r->{writes_after_loss});
+}
+
+sub _last_event
+{
+	my ($events, $t) = @_;
+	my $last;
+	for my $e (@$events)
+	{
+		last if $e->[0] > $t;
+		$last = $e;
+	}
+	return $last;
+}
+
+1;
