@@ -5,7 +5,7 @@
 # pgbench drives CLIENTS sessions that loop on CALL checker_attempt(...) (checker.sql) over
 # a few resources; meanwhile a fault schedule (kill -9 / restart, SIGSTOP / SIGCONT, added
 # latency through delayproxy.pl) runs in this process.  Afterwards the attempts and
-# violations tables give the figures.  Used by test/t/010_checker.pl to 014 and 060, and
+# violations tables give the figures.  Used by test/t/010_checker_mutual_exclusion.pl to 014 and 060, and
 # long.pl (run-long).
 #
 #   my $redis = RedisMasters->new(5);

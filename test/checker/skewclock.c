@@ -1,6 +1,6 @@
 /*
  * skewclock.c: an LD_PRELOAD shim that sets a process's wall clock off by a fixed amount,
- * for the tests of fencing tokens under skewed clocks (test/t/007_fencing.pl,
+ * for the tests of fencing tokens under skewed clocks (test/t/007_fencing_tokens.pl,
  * test/checker scenarios fence-skew-*).
  *
  *   cc -shared -fPIC -O2 -o skewclock.so skewclock.c -ldl

@@ -1,5 +1,5 @@
 // test/interop/interop.js: a node-redlock client driven line by line by
-// test/t/020_interop.pl, to check that the redlock extension and node-redlock exclude
+// test/t/020_interop_with_node_redlock.pl, to check that the redlock extension and node-redlock exclude
 // each other on the same masters and the same resource names.
 //
 //   node interop.js PORT [PORT...]

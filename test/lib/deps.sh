@@ -8,7 +8,7 @@
 # test/fuzz/run, test/model/run), WHO naming the caller in what it prints.
 # RL_PG_MAJOR (default 15, Debian 12's) picks the PostgreSQL version: test/matrix sets 17
 # in a Debian 13 root and 18 in a sid root.  libssl-dev: where hiredis has its TLS
-# library (1.0 and later) the build then always has TLS; openssl: test/t/060_tls.pl
+# library (1.0 and later) the build then always has TLS; openssl: test/t/060_tls_to_masters.pl
 # makes its certificates with it.
 
 RL_PG_MAJOR=${RL_PG_MAJOR:-15}
@@ -65,7 +65,7 @@ rl_install_demo_deps()
 	rl_install_missing demo "${RL_DEMO_PACKAGES[@]}"
 }
 
-# node and npm, for test/t/020_interop.pl (node-redlock, installed by the test with npm ci).
+# node and npm, for test/t/020_interop_with_node_redlock.pl (node-redlock, installed by the test with npm ci).
 # Installs Debian's nodejs and npm only when node or npm is missing.
 rl_install_node()
 {
