@@ -21,12 +21,13 @@
 # sends one without waiting and $session->finish collects it.  timed_psql($node, $query)
 # does the same in a new psql.
 #
-# Masters are stopped by PID in stop_all, which DESTROY and END call too.  They are
+# Each master is started by test/lib/start-master, as test/lib/servers.sh starts them:
 # $ENV{RL_REDIS_SERVER} (default redis-server; valkey-server runs the suite against
 # Valkey), driven with $ENV{RL_REDIS_CLI} (default redis-cli; valkey-cli).  Each master
 # started must say in INFO server that it is the server and version that
 # `RL_REDIS_SERVER --version` names (e.g. Valkey 8.1.1), or the test dies: a run meant
 # for Valkey cannot pass against Redis.  RedisMasters::server_identity returns that name.
+# Masters are stopped by PID in stop_all, which DESTROY and END call too.
 
 package RedisMasters;
 
@@ -34,7 +35,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
-use File::Path qw(make_path);
+use File::Basename qw(dirname);
 use File::Spec;
 use IPC::Run;
 use POSIX ();
@@ -47,6 +48,7 @@ our @EXPORT = qw(session sql timed_psql wait_until);
 
 my $SERVER = $ENV{RL_REDIS_SERVER} || 'redis-server';
 my $CLI = $ENV{RL_REDIS_CLI} || 'redis-cli';
+my $START_MASTER = File::Spec->catfile(File::Spec->rel2abs(dirname(__FILE__)), 'start-master');
 
 my @all_masters;
 my $identity;
@@ -113,66 +115,52 @@ sub servers_guc
 	return join(',', map { "127.0.0.1:$_" } $self->ports);
 }
 
-# What RL_REDIS_SERVER is, from its --version line: "Redis 7.0.15", "Valkey 8.1.1".
+# What RL_REDIS_SERVER is, from its --version line: "Redis 7.0.15", "Valkey 8.1.1"
+# (start-master --identity).
 sub server_identity
 {
 	return $identity if defined $identity;
-	open(my $fh, '-|', $SERVER, '--version') or die "cannot run $SERVER: $!";
-	my $line = <$fh> // '';
-	close $fh;
-	$line =~ /^(\w+) server v=(\S+)/
-	  or die "$SERVER --version does not say which server it is: $line";
-	return $identity = "$1 $2";
+	my ($ok, $out) = _start_master('--identity');
+	$ok or die $out;
+	return $identity = $out;
 }
 
-# What master I says it is in INFO server: "Valkey 8.1.1" when it reports valkey_version
-# (Valkey also reports the Redis version it is compatible with), else "Redis 7.0.15".
-sub _identity_of
+# Runs test/lib/start-master with ARGS; returns (true when it succeeded, its output): the
+# PID of the master started, or why it failed.
+sub _start_master
 {
-	my ($self, $i) = @_;
-	my $info = $self->redis_cli($i, 'INFO', 'server');
-	return "Valkey $1" if $info =~ /^valkey_version:(\S+)/m;
-	return "Redis $1" if $info =~ /^redis_version:(\S+)/m;
-	return "unknown (INFO server: " . substr($info, 0, 200) . ")";
+	my (@args) = @_;
+	my $out = '';
+	my $ok = IPC::Run::run([ $START_MASTER, @args ], '<', \undef, '>', \$out);
+	chomp $out;
+	$out = "$START_MASTER exited with status " . ($? >> 8) if !$ok && $out eq '';
+	return ($ok, $out);
 }
 
-# Starts master I on its port; dies unless it answers PING within 10 s and says in
-# INFO server that it is the server RL_REDIS_SERVER names.
+# Starts master I on its port with test/lib/start-master; dies unless it answers PING
+# within 10 s and says in INFO server that it is the server RL_REDIS_SERVER names.
 sub _start
 {
 	my ($self, $i) = @_;
-	my $port = $self->{ports}[$i];
-	my $dir = "$self->{dir}/redis$i";
-	make_path($dir);
-	unlink "$dir/redis.pid";
 	my $tls = $self->{tls};
-	my @listen = $tls
-	  ? ('--port', 0, '--tls-port', $port, '--tls-cert-file', $tls->{cert},
-		'--tls-key-file', $tls->{key}, '--tls-ca-cert-file', $tls->{ca},
-		'--tls-auth-clients', $tls->{auth_clients} // 'yes',
-		$tls->{protocols} ? ('--tls-protocols', $tls->{protocols}) : ())
-	  : ('--port', $port);
-	system($SERVER, @listen, '--bind', '127.0.0.1', '--save', '',
-		'--appendonly', 'no', '--daemonize', 'yes', '--pidfile', "$dir/redis.pid",
-		'--logfile', "$dir/redis.log", '--dir', $dir, @{ $self->{redis_args} }) == 0
-	  or die "$SERVER on port $port did not start";
-	for (1 .. 100)
+	my (@opts, @args);
+	if ($tls)
 	{
-		my $pid = _read_pid("$dir/redis.pid");
-		if ($pid && $self->redis_cli($i, 'PING') eq 'PONG')
-		{
-			$self->{pids}[$i] = $pid;
-			my $is = $self->_identity_of($i);
-			$is eq server_identity()
-			  or die "master $i on port $port is $is, not the "
-			  . server_identity() . " of $SERVER";
-			return;
-		}
-		usleep(100_000);
+		@opts = ('--tls-cert', $tls->{cert}, '--tls-key', $tls->{key}, '--tls-ca', $tls->{ca});
+		push @opts, '--tls-client-cert', $tls->{client_cert} if defined $tls->{client_cert};
+		push @opts, '--tls-client-key', $tls->{client_key} if defined $tls->{client_key};
+		@args = ('--tls-auth-clients', $tls->{auth_clients} // 'yes',
+			$tls->{protocols} ? ('--tls-protocols', $tls->{protocols}) : ());
 	}
-	die "$SERVER on port $port does not answer PING; see $dir/redis.log";
+	push @opts, '--password', $self->{password} if defined $self->{password};
+	my ($ok, $out) = _start_master(@opts, $self->{ports}[$i], "$self->{dir}/redis$i",
+		@args, @{ $self->{redis_args} });
+	$ok && $out =~ /^(\d+)$/ or die $out;
+	$self->{pids}[$i] = $1;
+	return;
 }
 
+# PID in FILE (Checker.pm reads those of masters it started in child processes).
 sub _read_pid
 {
 	my ($file) = @_;
