@@ -15,26 +15,22 @@
 #   my @c = $redis->calls('set'); ...; $redis->wait_calls(\@c, 'set');
 #   $redis->answer_late([2, 3, 4], 1500, $session, $query, 'set');   # a late quorum
 #
-# Sessions: session($node) is a psql of our own (RedisMasters::Session, below), with
-# verbose errors so that SQLSTATEs show; sql($session, $query) runs a query there and
-# returns (stdout, stderr, seconds) with this query's stderr only; $session->start($query)
-# sends one without waiting and $session->finish collects it.  timed_psql($node, $query)
-# does the same in a new psql.
+# Sessions (session, sql, timed_psql, wait_until) are in test/lib/PsqlSession.pm.
 #
-# Masters are stopped by PID in stop_all, which DESTROY and END call too.  They are
+# Each master is started by test/lib/start-master, as test/lib/servers.sh starts them:
 # $ENV{RL_REDIS_SERVER} (default redis-server; valkey-server runs the suite against
 # Valkey), driven with $ENV{RL_REDIS_CLI} (default redis-cli; valkey-cli).  Each master
 # started must say in INFO server that it is the server and version that
 # `RL_REDIS_SERVER --version` names (e.g. Valkey 8.1.1), or the test dies: a run meant
 # for Valkey cannot pass against Redis.  RedisMasters::server_identity returns that name.
+# Masters are stopped by PID in stop_all, which DESTROY and END call too.
 
 package RedisMasters;
 
 use strict;
 use warnings;
 
-use Exporter 'import';
-use File::Path qw(make_path);
+use File::Basename qw(dirname);
 use File::Spec;
 use IPC::Run;
 use POSIX ();
@@ -43,10 +39,13 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(session sql timed_psql wait_until);
+# session: only so that test/checker/Checker.pm's RedisMasters::session calls keep
+# working until its split (in another branch) calls PsqlSession's; drop it then.
+use PsqlSession qw(session wait_until);
 
 my $SERVER = $ENV{RL_REDIS_SERVER} || 'redis-server';
 my $CLI = $ENV{RL_REDIS_CLI} || 'redis-cli';
+my $START_MASTER = File::Spec->catfile(File::Spec->rel2abs(dirname(__FILE__)), 'start-master');
 
 my @all_masters;
 my $identity;
@@ -113,66 +112,55 @@ sub servers_guc
 	return join(',', map { "127.0.0.1:$_" } $self->ports);
 }
 
-# What RL_REDIS_SERVER is, from its --version line: "Redis 7.0.15", "Valkey 8.1.1".
+# What RL_REDIS_SERVER is, from its --version line: "Redis 7.0.15", "Valkey 8.1.1"
+# (start-master --identity).
 sub server_identity
 {
 	return $identity if defined $identity;
-	open(my $fh, '-|', $SERVER, '--version') or die "cannot run $SERVER: $!";
-	my $line = <$fh> // '';
-	close $fh;
-	$line =~ /^(\w+) server v=(\S+)/
-	  or die "$SERVER --version does not say which server it is: $line";
-	return $identity = "$1 $2";
+	my ($ok, $out) = _start_master('--identity');
+	$ok or die $out;
+	return $identity = $out;
 }
 
-# What master I says it is in INFO server: "Valkey 8.1.1" when it reports valkey_version
-# (Valkey also reports the Redis version it is compatible with), else "Redis 7.0.15".
-sub _identity_of
+# Runs test/lib/start-master with ARGS; returns (true when it succeeded, its output): the
+# PID of the master started, or why it failed.  (A pipe, not IPC::Run, whose run() took
+# 0.4 s longer now and then in the checker's children that start masters at once.)
+sub _start_master
 {
-	my ($self, $i) = @_;
-	my $info = $self->redis_cli($i, 'INFO', 'server');
-	return "Valkey $1" if $info =~ /^valkey_version:(\S+)/m;
-	return "Redis $1" if $info =~ /^redis_version:(\S+)/m;
-	return "unknown (INFO server: " . substr($info, 0, 200) . ")";
+	my (@args) = @_;
+	open(my $fh, '-|', $START_MASTER, @args) or die "cannot run $START_MASTER: $!";
+	my $out = do { local $/; <$fh> } // '';
+	my $ok = close($fh);
+	chomp $out;
+	$out = "$START_MASTER exited with status " . ($? >> 8) if !$ok && $out eq '';
+	return ($ok, $out);
 }
 
-# Starts master I on its port; dies unless it answers PING within 10 s and says in
-# INFO server that it is the server RL_REDIS_SERVER names.
+# Starts master I on its port with test/lib/start-master; dies unless it answers PING
+# within 10 s and says in INFO server that it is the server RL_REDIS_SERVER names.
 sub _start
 {
 	my ($self, $i) = @_;
-	my $port = $self->{ports}[$i];
-	my $dir = "$self->{dir}/redis$i";
-	make_path($dir);
-	unlink "$dir/redis.pid";
 	my $tls = $self->{tls};
-	my @listen = $tls
-	  ? ('--port', 0, '--tls-port', $port, '--tls-cert-file', $tls->{cert},
-		'--tls-key-file', $tls->{key}, '--tls-ca-cert-file', $tls->{ca},
-		'--tls-auth-clients', $tls->{auth_clients} // 'yes',
-		$tls->{protocols} ? ('--tls-protocols', $tls->{protocols}) : ())
-	  : ('--port', $port);
-	system($SERVER, @listen, '--bind', '127.0.0.1', '--save', '',
-		'--appendonly', 'no', '--daemonize', 'yes', '--pidfile', "$dir/redis.pid",
-		'--logfile', "$dir/redis.log", '--dir', $dir, @{ $self->{redis_args} }) == 0
-	  or die "$SERVER on port $port did not start";
-	for (1 .. 100)
+	my (@opts, @args);
+	if ($tls)
 	{
-		my $pid = _read_pid("$dir/redis.pid");
-		if ($pid && $self->redis_cli($i, 'PING') eq 'PONG')
-		{
-			$self->{pids}[$i] = $pid;
-			my $is = $self->_identity_of($i);
-			$is eq server_identity()
-			  or die "master $i on port $port is $is, not the "
-			  . server_identity() . " of $SERVER";
-			return;
-		}
-		usleep(100_000);
+		@opts = ('--tls-cert', $tls->{cert}, '--tls-key', $tls->{key}, '--tls-ca', $tls->{ca});
+		push @opts, '--tls-client-cert', $tls->{client_cert} if defined $tls->{client_cert};
+		push @opts, '--tls-client-key', $tls->{client_key} if defined $tls->{client_key};
+		@args = ('--tls-auth-clients', $tls->{auth_clients} // 'yes',
+			$tls->{protocols} ? ('--tls-protocols', $tls->{protocols}) : ());
 	}
-	die "$SERVER on port $port does not answer PING; see $dir/redis.log";
+	push @opts, '--password', $self->{password} if defined $self->{password};
+	push @opts, '--expect', server_identity();
+	my ($ok, $out) = _start_master(@opts, $self->{ports}[$i], "$self->{dir}/redis$i",
+		@args, @{ $self->{redis_args} });
+	$ok && $out =~ /^(\d+)$/ or die $out;
+	$self->{pids}[$i] = $1;
+	return;
 }
 
+# PID in FILE (Checker.pm reads those of masters it started in child processes).
 sub _read_pid
 {
 	my ($file) = @_;
@@ -505,146 +493,6 @@ sub no_crash
 	my @crashes = $log =~ /^(.*terminated by signal (?!9:).*\n(?:.*DETAIL:.*\n)?)/mg;
 	is(join('', @crashes), '', 'no backend crashed (server log)');
 	return;
-}
-
-# A psql session of our own on NODE's database DBNAME (default postgres); see
-# RedisMasters::Session.  Options: extra_params (more psql arguments, e.g. -U).
-sub session
-{
-	my ($node, $dbname, %opts) = @_;
-	return RedisMasters::Session->new($node, $dbname // 'postgres', %opts);
-}
-
-# Runs QUERY in SESSION (see session()); returns (stdout, stderr, seconds), stderr
-# holding what this query printed only.
-sub sql
-{
-	my ($session, $query) = @_;
-	return $session->query($query);
-}
-
-# Runs QUERY in a new psql on NODE (errors do not stop it); returns (stdout, stderr,
-# seconds).  Verbose errors, so SQLSTATEs show.
-sub timed_psql
-{
-	my ($node, $query) = @_;
-	my ($out, $err) = ('', '');
-	my $t0 = time;
-	$node->psql('postgres', "\\set VERBOSITY verbose\n$query",
-		stdout => \$out, stderr => \$err, on_error_stop => 0);
-	return ($out, $err, time - $t0);
-}
-
-# Calls CODE every 50 ms until it returns true or SECONDS pass; returns its last result.
-sub wait_until
-{
-	my ($seconds, $code) = @_;
-	my $deadline = time + $seconds;
-	while (1)
-	{
-		my $r = $code->();
-		return $r if $r || time > $deadline;
-		usleep(50_000);
-	}
-}
-
-# --- RedisMasters::Session: psql -XAtq -f - driven through IPC::Run, with our own
-# buffers, so that each query's stdout and stderr can be told apart without reaching into
-# PostgreSQL::Test::BackgroundPsql.  Each query is followed by a banner printed to both
-# streams; what came before the banners is that query's output.
-
-package RedisMasters::Session;
-
-use strict;
-use warnings;
-
-use IPC::Run;
-use Test::More;
-use Time::HiRes qw(time);
-
-sub new
-{
-	my ($class, $node, $dbname, %opts) = @_;
-	my $self = bless { in => '', out => '', err => '', n => 0, pending => undef }, $class;
-	$self->{timer} = IPC::Run::timer($PostgreSQL::Test::Utils::timeout_default);
-	$self->{run} = IPC::Run::start(
-		[
-			'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=0',
-			'-d', $node->connstr($dbname), @{ $opts{extra_params} // [] }, '-f', '-'
-		],
-		'<', \$self->{in}, '>', \$self->{out}, '2>', \$self->{err}, $self->{timer});
-	$self->query('\set VERBOSITY verbose');
-	return $self;
-}
-
-# Sends QUERY without waiting for it (psql has read it when this returns).
-sub start
-{
-	my ($self, $query) = @_;
-	die "a query is still running in this session" if defined $self->{pending};
-	my $n = ++$self->{n};
-	$self->{pending} = { banner => "rm-session-banner-$n", t0 => time };
-	note "session query $n: $query";
-	$self->{in} .= "$query\n;\n\\echo rm-session-banner-$n\n\\warn rm-session-banner-$n\n";
-	$self->{timer}->start($PostgreSQL::Test::Utils::timeout_default);
-	$self->{run}->pump_nb while length $self->{in} && !$self->{timer}->is_expired;
-	return;
-}
-
-# Waits for the query sent by start; returns (stdout, stderr, seconds since start).
-sub finish
-{
-	my ($self) = @_;
-	my $p = $self->{pending} or die "no query running in this session";
-	my $banner = qr/(?:\r?\n)?$p->{banner}\r?\n/;
-	$self->{run}->pump
-	  until ($self->{out} =~ $banner && $self->{err} =~ $banner)
-	  || $self->{timer}->is_expired;
-	die "psql session: query timed out" if $self->{timer}->is_expired;
-	my $secs = time - $p->{t0};
-	my ($out) = $self->{out} =~ /^(.*?)$banner/s;
-	my ($err) = $self->{err} =~ /^(.*?)$banner/s;
-	$self->{out} =~ s/^.*?$banner//s;
-	$self->{err} =~ s/^.*?$banner//s;
-	$self->{pending} = undef;
-	chomp $err;
-	note "session result: stdout <<$out>> stderr <<$err>>" if $out ne '' || $err ne '';
-	return ($out, $err, $secs);
-}
-
-# Runs QUERY; returns (stdout, stderr, seconds).
-sub query
-{
-	my ($self, $query) = @_;
-	$self->start($query);
-	return $self->finish;
-}
-
-# This session's backend PID.
-sub pid
-{
-	my ($self) = @_;
-	($self->{pid}) = $self->query('SELECT pg_backend_pid()') unless $self->{pid};
-	return $self->{pid};
-}
-
-# Ends psql (and so its backend).
-sub quit
-{
-	my ($self) = @_;
-	return unless $self->{run};
-	$self->{in} .= "\\q\n";
-	$self->{timer}->start(30);
-	eval { $self->{run}->finish; };
-	$self->{run} = undef;
-	return;
-}
-
-sub DESTROY
-{
-	my ($self) = @_;
-	local ($., $@, $!, $^E, $?);
-	$self->{run}->kill_kill if $self->{run};
 }
 
 1;

@@ -7,12 +7,14 @@
 #   rl_check_ports N         fail, saying which, when a port needed is taken
 #   rl_start_masters N       start N masters (RL_REDIS_SERVER, default redis-server; e.g.
 #                            valkey-server, with RL_REDIS_CLI=valkey-cli) on 127.0.0.1,
-#                            ports from RL_REDIS_BASE_PORT (default 28379) up; wait for PING
-#                            and check that each says in INFO server that it is what
-#                            rl_server_identity names; with RL_REDIS_TLS_DIR
-#                            (certificates of test/lib/certs.sh) they serve TLS only, on
-#                            the same ports, and rl_redis_cli uses TLS
+#                            ports from RL_REDIS_BASE_PORT (default 28379) up, each with
+#                            test/lib/start-master (which waits for PING and checks that the
+#                            master says in INFO server that it is what rl_server_identity
+#                            names); with RL_REDIS_TLS_DIR (certificates of
+#                            test/lib/certs.sh) they serve TLS only, on the same ports, and
+#                            rl_redis_cli uses TLS
 #   rl_server_identity       print what RL_REDIS_SERVER is: "Redis 7.0.15", "Valkey 8.1.1"
+#                            (start-master --identity)
 #   rl_servers_guc           print the redlock.servers value naming the masters
 #   rl_kill_master I         SIGKILL master I (0-based)
 #   rl_start_cluster         initdb + start a cluster on port RL_PG_PORT (default 28432),
@@ -30,6 +32,7 @@
 # range (32768-60999), where an outgoing connection could hold them.
 
 RL_PGBIN=${RL_PGBIN:-/usr/lib/postgresql/${RL_PG_MAJOR:-15}/bin}
+RL_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RL_REDIS_BASE_PORT=${RL_REDIS_BASE_PORT:-28379}
 RL_REDIS_SERVER=${RL_REDIS_SERVER:-redis-server}
 RL_REDIS_CLI=${RL_REDIS_CLI:-redis-cli}
@@ -130,60 +133,34 @@ rl_wait_gone()
 	return 1
 }
 
-# What RL_REDIS_SERVER is, from its --version line: "Redis 7.0.15", "Valkey 8.1.1".
+# Runs test/lib/start-master with the servers named in RL_REDIS_SERVER and RL_REDIS_CLI.
+_rl_start_master_cmd()
+{
+	RL_REDIS_SERVER=$RL_REDIS_SERVER RL_REDIS_CLI=$RL_REDIS_CLI "$RL_LIB_DIR/start-master" "$@"
+}
+
+# What RL_REDIS_SERVER is, from its --version line: "Redis 7.0.15", "Valkey 8.1.1";
+# nothing when it does not say.
 rl_server_identity()
 {
-	"$RL_REDIS_SERVER" --version 2>/dev/null | sed -nE '1s/^([A-Za-z]+) server v=([^ ]+).*/\1 \2/p'
+	local is
+	is=$(_rl_start_master_cmd --identity) && echo "$is"
 }
 
-# What master I says it is in INFO server: "Valkey 8.1.1" when it reports valkey_version
-# (Valkey also reports the Redis version it is compatible with), else "Redis 7.0.15".
-rl_identity_of()
-{
-	local info v
-	info=$(rl_redis_cli "$1" INFO server 2>&1 | tr -d '\r')
-	if v=$(sed -n 's/^valkey_version://p' <<<"$info") && [[ -n $v ]]; then
-		echo "Valkey $v"
-	elif v=$(sed -n 's/^redis_version://p' <<<"$info") && [[ -n $v ]]; then
-		echo "Redis $v"
-	else
-		echo "unknown"
-	fi
-}
-
-# Starts master I on port BASE+I, waits until it answers PING, and checks that it is
-# the server RL_REDIS_SERVER names (a run meant for Valkey cannot pass against Redis).
+# Starts master I on port BASE+I with test/lib/start-master, which waits until it answers
+# PING and checks that it is the server RL_REDIS_SERVER names (a run meant for Valkey
+# cannot pass against Redis).
 rl_start_master()
 {
-	local i=$1 port dir j is
+	local i=$1 port dir out tls=()
 	port=$((RL_REDIS_BASE_PORT + i))
 	dir=$RL_TMP/redis$i
 	rl_port_free "$port" ||
 		{ rl_error "port $port is in use; choose other Redis ports with RL_REDIS_BASE_PORT=NNNN"; return 1; }
-	mkdir -p "$dir"
 	RL_REDIS_DIRS[i]=$dir
-	local listen=(--port "$port")
-	[[ -z $RL_REDIS_TLS_DIR ]] || listen=(--port 0 --tls-port "$port"
-		--tls-cert-file "$RL_REDIS_TLS_DIR/server.crt" --tls-key-file "$RL_REDIS_TLS_DIR/server.key"
-		--tls-ca-cert-file "$RL_REDIS_TLS_DIR/ca.crt")
-	"$RL_REDIS_SERVER" "${listen[@]}" --bind 127.0.0.1 --save '' --appendonly no \
-		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
-		--dir "$dir" ||
-		{ rl_error "$RL_REDIS_SERVER on port $port did not start; see $dir/redis.log"; return 1; }
-	for ((j = 0; j < 100; j++)); do
-		if [[ $(_rl_cli_at "$port" PING 2>/dev/null) == PONG ]] &&
-			[[ -n $(rl_pid_of "$dir/redis.pid") ]]; then
-			RL_REDIS_PORTS[i]=$port
-			RL_REDIS_DIRS[i]=$dir
-			is=$(rl_identity_of "$i")
-			[[ $is == "$(rl_server_identity)" ]] ||
-				{ rl_error "master $i on port $port is $is, not the $(rl_server_identity) of $RL_REDIS_SERVER"; return 1; }
-			return 0
-		fi
-		sleep 0.1
-	done
-	cat "$dir/redis.log" >&2
-	rl_error "$RL_REDIS_SERVER on port $port does not answer PING"
+	[[ -z $RL_REDIS_TLS_DIR ]] || tls=(--tls-dir "$RL_REDIS_TLS_DIR")
+	out=$(_rl_start_master_cmd "${tls[@]}" "$port" "$dir") || { rl_error "$out"; return 1; }
+	RL_REDIS_PORTS[i]=$port
 }
 
 # Starts N masters (default 5).

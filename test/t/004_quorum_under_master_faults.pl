@@ -13,6 +13,7 @@ use Test::More;
 use IO::Socket::INET;
 use Time::HiRes qw(usleep);
 
+use PsqlSession qw(session sql timed_psql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
@@ -109,7 +110,7 @@ sub answers_again
 	my $n = () = slurp_file($node->logfile) =~ /LOG:  Redis master "127\.0\.0\.1:$ports[$i]" answers again/g;
 	return $n;
 }
-RedisMasters::wait_until(10,
+wait_until(10,
 	sub {
 		sql($s, "SELECT redlock_acquire('recovery', 30000); SELECT redlock_release('recovery')");
 		return answers_again(0) && answers_again(1);

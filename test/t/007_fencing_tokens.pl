@@ -16,6 +16,7 @@ use Test::More;
 use FindBin;
 use Time::HiRes qw(time usleep);
 
+use PsqlSession qw(session sql);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);

@@ -21,6 +21,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Digest::SHA qw(sha1_hex);
 
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
@@ -56,7 +57,7 @@ sub costs
 	my @d = map { $sent[$_] - $sent0[$_] } @masters;
 	is("@d", join(' ', ($expect) x @masters), "$what: $expect command(s) sent to each master");
 	my @done;
-	RedisMasters::wait_until(
+	wait_until(
 		$expect ? 10 : 0,
 		sub {
 			@done = $redis->calls(@$cmds);

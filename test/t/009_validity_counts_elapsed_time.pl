@@ -14,6 +14,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+use PsqlSession qw(session sql);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);

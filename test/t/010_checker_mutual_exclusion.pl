@@ -17,6 +17,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use Checker;
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
@@ -77,8 +78,8 @@ cmp_ok(acquired_in($r, '3 slow 1-15ms') // 0, '>', 0,
 # masters (whose script cache is empty) for a whole TTL, and nobody could acquire.
 
 Checker::set_servers($node, $redis->servers_guc);
-my $holder = RedisMasters::session($node);
-my $other = RedisMasters::session($node);
+my $holder = session($node);
+my $other = session($node);
 my ($out) = sql($holder, "SELECT redlock_acquire('undo-after-restart', 60000)");
 is($out, 't', 'a session holds a lock on all 5 masters');
 $redis->restart(0);

@@ -18,6 +18,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $srcdir = $ENV{TESTDIR} ? "$ENV{TESTDIR}/test/interop" : dirname(__FILE__) . '/../interop';

@@ -13,6 +13,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $pw = 'Pw-7f3c1e9a-redis-secret';

@@ -23,6 +23,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $cycles = $ENV{RL_AUTO_EXTEND_CYCLES} // 100000;
@@ -47,7 +48,7 @@ sub registered
 
 # --- the worker runs, and shows in pg_stat_activity ---
 
-ok(RedisMasters::wait_until(10, sub { worker_pid() ne '' }),
+ok(wait_until(10, sub { worker_pid() ne '' }),
 	'the auto-extend worker shows in pg_stat_activity as "redlock auto-extend"');
 ($out) = $node->safe_psql('postgres',
 	"SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
@@ -124,10 +125,10 @@ my $failures_seen = 0;
 for my $round (1 .. 3)
 {
 	my $seen = cluster_stat('renewals');
-	RedisMasters::wait_until(5, sub { cluster_stat('renewals') > $seen });
+	wait_until(5, sub { cluster_stat('renewals') > $seen });
 	my $failed = cluster_stat('renewals_failed');
 	$redis->stop($_) for 0 .. 2;
-	$failures_seen++ if RedisMasters::wait_until(3, sub { cluster_stat('renewals_failed') > $failed });
+	$failures_seen++ if wait_until(3, sub { cluster_stat('renewals_failed') > $failed });
 	$redis->cont($_) for 0 .. 2;
 }
 $node->safe_psql('postgres', 'INSERT INTO job_done DEFAULT VALUES');
@@ -232,14 +233,14 @@ my $victim = session($node);
 is($redis->holding('terminated', 5), 5, 'a 60 s auto-extended lock is on all 5 masters');
 $node->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $victim->pid . ')');
 is($redis->holding('terminated', 0, 3), 0, 'pg_terminate_backend of its owner: keys gone at once');
-ok(RedisMasters::wait_until(5, sub { registered() eq '0' }), '... and the registry is empty');
+ok(wait_until(5, sub { registered() eq '0' }), '... and the registry is empty');
 
 # --- the worker killed (SIGTERM): restarted, renewals resume ---
 
 ($out) = sql($job, "SELECT redlock_acquire('survives-worker', 3000)");
 my $wpid = worker_pid();
 kill 'TERM', $wpid;
-ok(RedisMasters::wait_until(10, sub { my $n = worker_pid(); $n ne '' && $n ne $wpid }),
+ok(wait_until(10, sub { my $n = worker_pid(); $n ne '' && $n ne $wpid }),
 	'the worker, terminated, is started again by the postmaster');
 ($out) = sql($job, 'SELECT renewals FROM redlock_locks() WHERE resource = \'survives-worker\'');
 my $before = $out;
@@ -301,7 +302,7 @@ is($out, 'f|0', '... the claim is not a held lock: release says so, redlock_lock
 ($out) = sql($job, "SELECT redlock_claim('fire:12:01', 60000)");
 my $claimer = $job->pid;
 $job->quit;
-RedisMasters::wait_until(10, sub {
+wait_until(10, sub {
 	$node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE pid = $claimer") eq '0' });
 $job = session($node);
 is($redis->holding('fire:12:01', 5), 5, '... and a claim outlives the session that claimed it');
@@ -320,7 +321,7 @@ my $owner = $job->pid;
 my $killed_at = time;
 my $last_seen = $killed_at;
 kill 'KILL', $owner;
-ok( RedisMasters::wait_until(
+ok( wait_until(
 		8,
 		sub {
 			my $t = time;
@@ -333,7 +334,7 @@ cmp_ok($last_seen - $killed_at, '<', 3,
 	sprintf('... within one TTL: the last poll that found one began %.2f s after the kill',
 		$last_seen - $killed_at));
 $node->poll_query_until('postgres', 'SELECT true') or die 'the cluster did not come back';
-ok(RedisMasters::wait_until(10, sub { worker_pid() ne '' }), 'after the crash restart the worker runs again');
+ok(wait_until(10, sub { worker_pid() ne '' }), 'after the crash restart the worker runs again');
 is(registered(), '0', '... with nothing to extend');
 ($out) = $node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()');
 usleep(1_500_000);

@@ -23,6 +23,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+use PsqlSession qw(wait_until);
 use RedisMasters;
 
 my $skew_s = 5;       # how late cluster b's scheduler fires

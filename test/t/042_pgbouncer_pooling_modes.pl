@@ -13,6 +13,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
@@ -47,10 +48,10 @@ pidfile = $dir/pgbouncer.pid
 });
 my $bouncer = IPC::Run::start([ '/usr/sbin/pgbouncer', "$dir/pgbouncer.ini" ],
 	'>', "$dir/stdout", '2>', "$dir/stderr");
-ok(RedisMasters::wait_until(10, sub { -s "$dir/pgbouncer.pid" }), 'pgbouncer started')
+ok(wait_until(10, sub { -s "$dir/pgbouncer.pid" }), 'pgbouncer started')
   or BAIL_OUT('pgbouncer did not start: ' . slurp_file("$dir/stderr"));
 
-# A psql session through PgBouncer to pool DB (RedisMasters::Session takes anything
+# A psql session through PgBouncer to pool DB (PsqlSession takes anything
 # with a connstr method).
 {
 
@@ -58,7 +59,7 @@ ok(RedisMasters::wait_until(10, sub { -s "$dir/pgbouncer.pid" }), 'pgbouncer sta
 	sub connstr { my ($self, $db) = @_; return "host=127.0.0.1 port=$self->{port} dbname=$db"; }
 }
 my $via = bless { port => $bport }, 'Bouncer';
-sub bounced { my ($db) = @_; return RedisMasters::session($via, $db); }
+sub bounced { my ($db) = @_; return session($via, $db); }
 
 # --- transaction pooling: transaction-scoped locks work ---
 

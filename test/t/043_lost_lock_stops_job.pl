@@ -33,6 +33,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
@@ -48,7 +49,7 @@ $node->safe_psql('postgres', 'CREATE TABLE work (job text, step int)');
 sub worker_pid
 {
 	my $pid;
-	RedisMasters::wait_until(15,
+	wait_until(15,
 		sub {
 			$pid = $node->safe_psql('postgres',
 				"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
@@ -85,7 +86,7 @@ sub lost_error
 sub worker_logged_loss
 {
 	my ($resource, $count) = @_;
-	return RedisMasters::wait_until(15,
+	return wait_until(15,
 		sub {
 			my @seen = slurp_file($node->logfile) =~ /redlock lock on resource "\Q$resource\E" was lost/g;
 			return @seen > ($count // 0);
@@ -375,7 +376,7 @@ sql($owner, "BEGIN; INSERT INTO work VALUES ('gap', 1)");
 my @thawed = (3, 4);
 my @extends_before = $redis->calls_at(\@thawed);
 $redis->stop($_) for 0 .. 2;
-my $sent = RedisMasters::wait_until(10,
+my $sent = wait_until(10,
 	sub {
 		my @now = $redis->calls_at(\@thawed);
 		return !grep { $now[$_] <= $extends_before[$_] } 0 .. $#now;
@@ -386,7 +387,7 @@ ok($sent && $sent_at < 7.0,
 usleep(int((7.7 - (time - $t0)) * 1_000_000)) if time - $t0 < 7.7;
 my $thawed_at = time - $t0;
 $redis->cont($_) for 0 .. 2;
-ok(RedisMasters::wait_until(5,
+ok(wait_until(5,
 		sub {
 			$node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()') > $renewals_before;
 		}),

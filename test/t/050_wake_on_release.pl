@@ -23,6 +23,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
@@ -61,7 +62,7 @@ sub channels
 sub subscribed
 {
 	my ($resource, $n) = @_;
-	return RedisMasters::wait_until(10, sub { !grep { $_ ne $n } numsub($resource) });
+	return wait_until(10, sub { !grep { $_ ne $n } numsub($resource) });
 }
 
 sub busy
@@ -75,7 +76,7 @@ sub start_wait
 {
 	my ($waiter, $resource, $wait) = @_;
 	$waiter->start("SELECT redlock_acquire('$resource', 60000, $wait)");
-	ok(RedisMasters::wait_until(10, sub { waiting() eq '1' }),
+	ok(wait_until(10, sub { waiting() eq '1' }),
 		"the waiter for $resource is registered (waiting_backends = 1)");
 	ok(subscribed($resource, 1), "... and the worker subscribed to its release channel on every master");
 	return;
@@ -117,7 +118,7 @@ sql($holder, "SELECT redlock_acquire('catch-up', 60000)");
 kill 'STOP', $wpid;
 my $busy = busy();
 $waiter->start("SELECT redlock_acquire('catch-up', 60000, 20000)");
-ok(RedisMasters::wait_until(10, sub { waiting() eq '1' && busy() > $busy }),
+ok(wait_until(10, sub { waiting() eq '1' && busy() > $busy }),
 	'a waiter for "catch-up" is registered, and its first attempt was refused');
 sql($holder, "SELECT redlock_release('catch-up')");
 is(join(',', numsub('catch-up')), join(',', (0) x 5), '... and released before anyone subscribed');
@@ -155,7 +156,7 @@ sql($second, $slow);
 ($out) = sql($holder, "SELECT redlock_acquire('queue', 60000)");
 start_wait($waiter, 'queue', 20000);
 $second->start("SELECT redlock_acquire('queue', 60000, 20000)");
-ok(RedisMasters::wait_until(10, sub { waiting() eq '2' }), 'a second waiter for "queue" is registered');
+ok(wait_until(10, sub { waiting() eq '2' }), 'a second waiter for "queue" is registered');
 is(join(',', numsub('queue')), join(',', (1) x 5), '... and the cluster still holds one subscription per master');
 $wakeups = wakeups();
 $t_release = time;
@@ -183,7 +184,7 @@ start_wait($waiter, 'no-barging', 20000);
 $local->start("SELECT redlock_release('no-barging') AND redlock_acquire('no-barging', 60000, 20000)");
 ($out) = $waiter->finish;
 is($out, 't', 'the waiter gets the lock its holder released and asked for again at once');
-ok(RedisMasters::wait_until(10, sub { waiting() eq '1' }),
+ok(wait_until(10, sub { waiting() eq '1' }),
 	'... while the releasing session waits behind it');
 $t_release = time;
 sql($waiter, "SELECT redlock_release('no-barging')");

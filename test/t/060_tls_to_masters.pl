@@ -32,6 +32,7 @@ use Test::More;
 use Time::HiRes qw(time);
 
 use Checker;
+use PsqlSession qw(session sql timed_psql wait_until);
 use RedisMasters;
 
 # Plain TCP listeners standing in for N masters: they accept every connection, never
@@ -200,7 +201,7 @@ if (!$tls_expected)
 	# The worker first (no backend has connected yet), then a backend.
 	my $l = start_listeners(3);
 	my $sub_node = listener_node('notls_sub', $l, "redlock.tls = on\n");
-	ok(RedisMasters::wait_until(15, sub { every_listener_connected($l, 2) }),
+	ok(wait_until(15, sub { every_listener_connected($l, 2) }),
 		'redlock.tls = on, no TLS: the worker\'s subscriptions reached every listener (twice: retried)');
 	($rc, $out, $err) = $sub_node->psql('postgres', "SELECT redlock_acquire('clear-sub', 10000)");
 	like($err, qr/not connecting in clear/, '... and a backend\'s acquire fails closed');
@@ -495,7 +496,7 @@ my $holder = session($other);
 is($out, 't', 'another cluster holds "tls-wake"');
 sql($b, 'SET redlock.retry_delay = 5000; SET redlock.retry_jitter = 0');
 $b->start("SELECT redlock_acquire('tls-wake', 60000, 20000)");
-ok( RedisMasters::wait_until(
+ok( wait_until(
 		10, sub { $node->safe_psql('postgres', 'SELECT waiting_backends FROM redlock_stats()') eq '1' }),
 	'... a session here waits for it (5 s retry delay)');
 # The masters serve TLS only: a subscription counted there came up over TLS.
@@ -523,7 +524,7 @@ $other->stop;
 # open, and drop before its handshake, one more connection to redeliver the undo).
 my $l = start_listeners(3);
 my $clear_node = listener_node('tls_clear', $l, $tls_conf . "redlock.connect_timeout = 300\n");
-ok(RedisMasters::wait_until(15, sub { every_listener_connected($l, 2, qr/^\x16\x03/) }),
+ok(wait_until(15, sub { every_listener_connected($l, 2, qr/^\x16\x03/) }),
 	'TLS to plain listeners: the worker\'s subscriptions began a TLS handshake with each, twice (retried)');
 ($out, $err) = timed_psql($clear_node, "SELECT redlock_acquire('tls-listeners', 10000, 0)");
 like($err, qr/08006/, '... and a backend\'s acquire fails (no TLS handshake answered)');
