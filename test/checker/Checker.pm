@@ -40,6 +40,7 @@ use PostgreSQL::Test::Utils;
 use Test::More ();
 use Time::HiRes qw(time sleep);
 
+use PsqlSession;
 use RedisMasters;
 
 use Checker::Faults;
@@ -80,7 +81,7 @@ sub set_servers
 	my ($node, $guc) = @_;
 	$node->safe_psql('postgres',
 		"ALTER SYSTEM SET redlock.servers = '$guc'; SELECT pg_reload_conf();");
-	RedisMasters::wait_until(10,
+	PsqlSession::wait_until(10,
 		sub { $node->safe_psql('postgres', 'SHOW redlock.servers') eq $guc })
 	  or die "redlock.servers did not change to $guc";
 	return;
@@ -100,7 +101,7 @@ sub start_proxy
 			'--control', $p->{ctl}, '--pidfile', "$dir/pid", '--max-seconds', 3600
 		],
 		'<', \undef, '>', "$dir/log", '2>&1');
-	RedisMasters::wait_until(10, sub { -s "$dir/pid" })
+	PsqlSession::wait_until(10, sub { -s "$dir/pid" })
 	  or die "delay proxy for port $target_port did not start; see $dir/log";
 	push @all_proxies, $p;
 	return $p;
@@ -374,8 +375,8 @@ sub _start_lease_clients
 			'<', \undef, '>', "$dir/client$c.out", '2>', "$dir/client$c.err",
 			IPC::Run::timeout($seconds + 180));
 	}
-	my $s = do { local $ENV{PGAPPNAME} = 'checker-gate'; RedisMasters::session($node) };
-	my $all = RedisMasters::wait_until(120, sub {
+	my $s = do { local $ENV{PGAPPNAME} = 'checker-gate'; PsqlSession::session($node) };
+	my $all = PsqlSession::wait_until(120, sub {
 		($s->query("SELECT count(*) = $clients FROM pg_stat_activity"
 			  . " WHERE application_name = 'checker'"))[0] eq 't' });
 	if (!$all)
@@ -537,7 +538,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 	my $elapsed = time - $t0;
 
 	# Let the last CALLs finish writing their rows.
-	RedisMasters::wait_until(
+	PsqlSession::wait_until(
 		30,
 		sub {
 			$node->safe_psql('postgres',

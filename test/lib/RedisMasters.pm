@@ -39,9 +39,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-# session: only so that test/checker/Checker.pm's RedisMasters::session calls keep
-# working until its split (in another branch) calls PsqlSession's; drop it then.
-use PsqlSession qw(session wait_until);
+use PsqlSession qw(wait_until);
 
 my $SERVER = $ENV{RL_REDIS_SERVER} || 'redis-server';
 my $CLI = $ENV{RL_REDIS_CLI} || 'redis-cli';

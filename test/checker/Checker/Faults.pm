@@ -225,7 +225,7 @@ sub servers
 sub reload
 {
 	my ($self) = @_;
-	$self->{psql} //= RedisMasters::session($self->{node});
+	$self->{psql} //= PsqlSession::session($self->{node});
 	my ($out, $err) = $self->{psql}->query('SELECT pg_reload_conf()');
 	die "pg_reload_conf() failed: $err" unless $out eq 't';
 	$self->{counts}{'pg_reload_conf()'}++;
@@ -266,7 +266,7 @@ sub pause_holders
 {
 	my ($self, $n) = @_;
 	my @pids;
-	RedisMasters::wait_until(
+	PsqlSession::wait_until(
 		0.5,
 		sub {
 			@pids = grep { length } split /\n/, $self->{node}->safe_psql('postgres',
@@ -359,7 +359,7 @@ sub worker_pid
 {
 	my ($self) = @_;
 	# One session for the run: a new connection can take seconds on a loaded machine.
-	$self->{psql} //= RedisMasters::session($self->{node});
+	$self->{psql} //= PsqlSession::session($self->{node});
 	my ($out, $err) = $self->{psql}->query(
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
 	die "could not look up the auto-extend worker: $err" if $err;
@@ -377,7 +377,7 @@ sub worker_term
 	$self->{worker_down} = 1;
 	$self->_mark("SIGTERM worker (pid $pid)", $t);
 	my $new;
-	RedisMasters::wait_until(10, sub { $new = $self->worker_pid; $new ne '' && $new ne $pid })
+	PsqlSession::wait_until(10, sub { $new = $self->worker_pid; $new ne '' && $new ne $pid })
 	  or die "the auto-extend worker (pid $pid) was not started again";
 	delete $self->{worker_down};
 	my $gap = $self->now - $t;
@@ -445,11 +445,11 @@ sub key_prefix
 		# A session kept for the run (a new connection can take seconds on a loaded
 		# machine); it reads the new value at its next command once the postmaster
 		# has passed the reload on.
-		my $psql = $self->{prefix_psql}{ $node->name } //= RedisMasters::session($node);
+		my $psql = $self->{prefix_psql}{ $node->name } //= PsqlSession::session($node);
 		my ($out, $err) = $psql->query($set);
 		($out, $err) = $psql->query('SELECT pg_reload_conf()') unless $err;
 		die "could not change redlock.key_prefix: $err" if $err;
-		RedisMasters::wait_until(10,
+		PsqlSession::wait_until(10,
 			sub { ($psql->query('SHOW redlock.key_prefix'))[0] eq ($prefix // '') })
 		  or die 'redlock.key_prefix did not change to ' . ($prefix // "''");
 		if (!defined $prefix)

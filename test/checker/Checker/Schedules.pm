@@ -312,7 +312,7 @@ sub _lease_start
 {
 	my ($f) = @_;
 	$f->worker_pid;
-	RedisMasters::wait_until($f->{seconds},
+	PsqlSession::wait_until($f->{seconds},
 		sub { ($f->{psql}->query('SELECT count(*) > 0 FROM checker_jobs'))[0] eq 't' });
 	my $b = $f->now;
 	$f->_mark(sprintf('first hold (schedule counted from +%.2f s)', $b)) if $b > 1;
@@ -387,7 +387,7 @@ sub _lease_stall_loss_faults
 sub _lease_prefix_faults
 {
 	my ($f) = @_;
-	$f->{prefix_psql}{ $f->{node}->name } //= RedisMasters::session($f->{node});
+	$f->{prefix_psql}{ $f->{node}->name } //= PsqlSession::session($f->{node});
 	my $k = 0;
 	for (my $t = _lease_start($f) + 0.5; $t < $f->{seconds} - 0.5; $t += 2)
 	{
