@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "redlock.h"
+#include "servers.h"
 
 #define CHECK(cond) \
 	do { \
