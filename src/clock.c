@@ -3,7 +3,8 @@
  * clock.c
  *	  The clock every validity time is measured on (spec §3 step 1).
  *
- * A leaf: validity.c, quorum.c, the connection layer and locktable.c read it.
+ * A leaf: validity.c, quorum.c, the connection layer, the lock table and the lease
+ * read it.
  * Validity must keep running while the host is suspended (a laptop lid, a paused
  * VM), because the keys' TTLs keep running on the masters meanwhile; CLOCK_MONOTONIC
  * stops then, CLOCK_BOOTTIME does not, and neither jumps with the wall clock.  Where CLOCK_BOOTTIME is missing,

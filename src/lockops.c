@@ -37,9 +37,9 @@
 /*
  * Sets a new TTL on a held lock (spec §6).  Returns REDLOCK_HELD when extended,
  * REDLOCK_FAILED when fewer than a quorum answered, REDLOCK_LOST when the lock is no
- * longer ours: it is lost (redlock_locktable_lose), but the entry stays (the caller drops it or
- * acquires afresh).  Unless extended, the validity is now at most what ttl_ms allows
- * from the start of the request.
+ * longer ours: it is lost (redlock_locktable_lose), but the entry stays (the caller
+ * drops it or acquires afresh).  Unless extended, the validity is now at most what
+ * ttl_ms allows from the start of the request.
  */
 static RedlockHoldStatus
 lockops_refresh(RedlockHeldLock *lock, int ttl_ms, RedlockResult *result)
@@ -97,7 +97,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 					 bool *was_lost, RedlockResult *result)
 {
 	RedlockNodeSet *set = redlock_nodeset_current();
-	RedlockHeldLock   *lock;
+	RedlockHeldLock *lock;
 
 	*was_lost = false;
 	lock = redlock_locktable_find(resource);
@@ -222,7 +222,7 @@ redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result)
 RedlockHoldStatus
 redlock_lock_release(const char *resource, RedlockReleaseInfo *info)
 {
-	RedlockHeldLock   *lock = redlock_locktable_find(resource);
+	RedlockHeldLock *lock = redlock_locktable_find(resource);
 
 	if (lock == NULL || !lock->acquired || lock->releasing ||
 		!redlock_holds_drop_latest_session(&lock->holds))
@@ -252,7 +252,7 @@ redlock_lock_release(const char *resource, RedlockReleaseInfo *info)
 RedlockHoldStatus
 redlock_lock_extend(const char *resource, int ttl_ms, RedlockResult *result)
 {
-	RedlockHeldLock   *lock = redlock_locktable_find(resource);
+	RedlockHeldLock *lock = redlock_locktable_find(resource);
 	RedlockHoldStatus status;
 
 	if (lock == NULL || !lock->acquired || lock->releasing)
@@ -293,7 +293,7 @@ RedlockHoldStatus
 redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause *cause,
 						   RedlockResult *result)
 {
-	RedlockHeldLock   *lock = redlock_locktable_find(resource);
+	RedlockHeldLock *lock = redlock_locktable_find(resource);
 
 	memset(result, 0, sizeof(*result));
 	*cause = REDLOCK_LOSS_NONE;

@@ -402,7 +402,7 @@ redlock_locktable_lose(RedlockHeldLock *lock)
  */
 static int
 lt_collect(RedlockHeldLock ***held, void (*prepare) (RedlockHeldLock *lock, void *arg),
-			  bool (*keep) (RedlockHeldLock *lock, void *arg), void *arg)
+		   bool (*keep) (RedlockHeldLock *lock, void *arg), void *arg)
 {
 	HASH_SEQ_STATUS scan;
 	RedlockHeldLock *lock;
@@ -448,7 +448,7 @@ lt_keep_if_held(RedlockHeldLock *lock, void *arg pg_attribute_unused())
 int
 redlock_lock_release_session(RedlockReleaseReport report)
 {
-	RedlockHeldLock  **held;
+	RedlockHeldLock **held;
 	int			n = lt_collect(&held, lt_drop_session_holds, lt_keep_if_held, NULL);
 
 	redlock_locktable_release(held, n, false, false, report);
@@ -610,7 +610,7 @@ lt_end_xact_holds(RedlockHeldLock *lock, void *arg)
 void
 redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 {
-	RedlockHeldLock  **held;
+	RedlockHeldLock **held;
 	int			n;
 
 	redlock_holds_lost_xact_end();
@@ -621,7 +621,7 @@ redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 	redlock_locktable_release(held, n, true, true, report);
 }
 
-/* What subxact_end_holds needs. */
+/* What lt_end_subxact_holds needs. */
 typedef struct SubxactEnd
 {
 	bool		commit;
@@ -650,7 +650,7 @@ redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId p
 						 RedlockReleaseReport report)
 {
 	SubxactEnd	end = {commit, subid, parent};
-	RedlockHeldLock  **held;
+	RedlockHeldLock **held;
 	int			n;
 
 	if (!commit)
@@ -678,7 +678,7 @@ lt_keep_none(RedlockHeldLock *lock pg_attribute_unused(), void *arg pg_attribute
 void
 redlock_lock_release_everything(RedlockReleaseReport report)
 {
-	RedlockHeldLock  **held;
+	RedlockHeldLock **held;
 	int			n;
 
 	if (locks == NULL)

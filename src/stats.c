@@ -8,7 +8,8 @@
  * so that counting never takes a lock on the hot path.  (What this backend saw of each
  * master is kept with its node, in nodeset.c and node.c.)
  *
- * A leaf: quorum.c and locktable.c feed it; the SQL functions read it.
+ * A leaf: quorum.c, lockops.c, locktable.c, lease.c and waiters.c feed it; the SQL
+ * functions read it.
  *
  *-------------------------------------------------------------------------
  */

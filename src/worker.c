@@ -47,7 +47,7 @@
 
 PGDLLEXPORT void redlock_worker_main(Datum main_arg);
 
-/* A node set for one registry config slot, kept between rounds. */
+/* A node set for one configuration slot (lockconfig.c), kept between rounds. */
 typedef struct CachedSet
 {
 	uint32		generation;

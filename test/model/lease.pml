@@ -364,7 +364,7 @@ inline statement_starts()
 }
 
 /*
- * A false from redlock_extend (lock_refresh): redlock_lease_told, then the lock is let
+ * A false from redlock_extend (lockops_refresh in lockops.c): redlock_lease_told, then the lock is let
  * go of; its commit check, run then, refuses the transaction to its end if it refuses
  * (redlock_lease_unwatch, the carried refusal).  The model of the lock ends with that
  * transaction.
