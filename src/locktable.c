@@ -523,8 +523,7 @@ redlock_lock_xact_pending(void)
 {
 	const char *reason;
 
-	return redlock_holds_any_pending() || redlock_holds_first_lost() != NULL ||
-		releasing_total > 0 || registered_total > 0 ||
+	return redlock_lock_xact_acquired() || releasing_total > 0 || registered_total > 0 ||
 		redlock_lease_carried_refusal(&reason) != NULL;
 }
 
@@ -540,9 +539,10 @@ redlock_lock_first_expired_xact(void)
 {
 	HASH_SEQ_STATUS scan;
 	RedlockHeldLock *lock;
+	const char *lost = redlock_holds_first_lost();
 
-	if (redlock_holds_first_lost())
-		return pstrdup(redlock_holds_first_lost());
+	if (lost)
+		return pstrdup(lost);
 	if (!redlock_holds_any_pending())
 		return NULL;
 	hash_seq_init(&scan, locks);
