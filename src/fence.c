@@ -82,6 +82,7 @@
 #include "node.h"
 #include "nodeset.h"
 #include "redlock.h"
+#include "tally.h"
 
 /* Write rounds one token may take (conflicts resolved by writing a larger T). */
 #define FENCE_WRITE_ROUNDS 3
@@ -155,43 +156,36 @@ fence_command(RedlockCommand *command, RedlockScript *script,
 		command->argvlen[i] = strlen(command->argv[i]);
 }
 
-/*
- * Counts a round's replies into result: accepted (approved by accept), answered
- * (integer replies), failed; and the masters that said our key is gone (reply
- * gone_reply).  Returns that count.
- */
-static int
-fence_count_round(const RedlockNodeOutcome *outcomes, bool (*accept) (const RedlockNodeOutcome *),
-			long long gone_reply, RedlockResult *result)
+/* A reply at all: the scripts reply integers only. */
+static bool
+fence_answered(const RedlockNodeOutcome *outcome)
 {
-	int			gone = 0;
+	return outcome->kind == REDLOCK_REPLY_INTEGER;
+}
 
-	result->accepted = result->answered = result->failed = 0;
-	for (int i = 0; i < result->node_count; i++)
-	{
-		if (redlock_outcome_failed(&outcomes[i]))
-			result->failed++;
-		if (outcomes[i].kind != REDLOCK_REPLY_INTEGER)
-			continue;
-		result->answered++;
-		if (accept(&outcomes[i]))
-			result->accepted++;
-		else if (outcomes[i].integer == gone_reply)
-			gone++;
-	}
-	return gone;
+/* A read reply from a master where our key is not. */
+static bool
+fence_read_gone(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == -1;
+}
+
+/* A write reply from a master where our key is not. */
+static bool
+fence_write_gone(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 0;
 }
 
 /*
- * Ends a round that did not reach a quorum: REDLOCK_BUSY when more masters than a
- * quorum can spare said our key is gone (the lock is lost for certain), else
- * REDLOCK_UNAVAILABLE with the masters' errors.
+ * Ends a round that did not reach a quorum: REDLOCK_BUSY when the lock is lost for
+ * certain (redlock_tally_lost), else REDLOCK_UNAVAILABLE with the masters' errors.
  */
 static void
 fence_round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int gone,
 			 RedlockResult *result)
 {
-	if (gone > result->node_count - result->quorum)
+	if (redlock_tally_lost(result, gone))
 		result->status = REDLOCK_BUSY;
 	else
 	{
@@ -257,7 +251,8 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 	fence_command(&command, &fence_read_script, fence_accept_counter, result->quorum,
 				  key, counter_key, token, NULL, NULL);
 	redlock_nodes_run(set, &command, 1, false, outcomes);
-	gone = fence_count_round(outcomes, fence_accept_counter, -1, result);
+	gone = redlock_tally_round(outcomes, fence_accept_counter, fence_answered,
+							   fence_read_gone, result);
 	if (result->accepted < result->quorum)
 	{
 		fence_round_failed(set, outcomes, gone, result);
@@ -276,7 +271,8 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 		fence_command(&command, &fence_write_script, fence_accept_written, result->quorum,
 					  key, counter_key, token, fence_text, ttl_text);
 		redlock_nodes_run(set, &command, 1, false, outcomes);
-		gone = fence_count_round(outcomes, fence_accept_written, 0, result);
+		gone = redlock_tally_round(outcomes, fence_accept_written, fence_answered,
+								   fence_write_gone, result);
 		result->attempts = round + 1;
 		if (result->accepted >= result->quorum)
 		{

@@ -29,6 +29,7 @@
 #include "redlock.h"
 #include "retry.h"
 #include "stats.h"
+#include "tally.h"
 #include "validity.h"
 #include "waiters.h"
 
@@ -131,6 +132,20 @@ quorum_accept_one(const RedlockNodeOutcome *outcome)
 	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 1;
 }
 
+/* A release or extend script reply from a master where our key is not. */
+static bool
+quorum_gone_zero(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 0;
+}
+
+/* A SET NX reply at all: granted, or refused because the key is there. */
+static bool
+quorum_answered_set(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_OK || outcome->kind == REDLOCK_REPLY_NIL;
+}
+
 /* Logs each node's outcome of one request at DEBUG1. */
 static void
 quorum_debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
@@ -210,28 +225,6 @@ quorum_key_command(RedlockCommand *command, const char *name, const char *key,
 	command->argv[1] = key;
 	command->argvlen[0] = strlen(name);
 	command->argvlen[1] = strlen(key);
-}
-
-/*
- * Counts replies that are the integer 1 (accepted), integer replies (answered), and
- * failures.
- */
-static void
-quorum_count_integer_replies(const RedlockNodeOutcome *outcomes, RedlockResult *result)
-{
-	result->accepted = 0;
-	result->answered = 0;
-	result->failed = 0;
-	for (int i = 0; i < result->node_count; i++)
-	{
-		if (redlock_outcome_failed(&outcomes[i]))
-			result->failed++;
-		if (outcomes[i].kind != REDLOCK_REPLY_INTEGER)
-			continue;
-		result->answered++;
-		if (outcomes[i].integer == 1)
-			result->accepted++;
-	}
 }
 
 /*
@@ -316,8 +309,6 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 	{
 		double		start_ms;
 		double		now;
-		int			accepted = 0;
-		int			answered = 0;
 		RedlockWakeCount seen = {0, 0};
 		double		free_in;
 		bool		held_elsewhere;
@@ -333,18 +324,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		now = redlock_clock_ms();
 		quorum_debug_outcomes(set, "acquire", key, outcomes, result->node_count, now - start_ms);
 
-		result->failed = 0;
-		for (int i = 0; i < result->node_count; i++)
-		{
-			if (outcomes[i].kind == REDLOCK_REPLY_OK)
-				accepted++;
-			if (outcomes[i].kind == REDLOCK_REPLY_OK || outcomes[i].kind == REDLOCK_REPLY_NIL)
-				answered++;
-			if (redlock_outcome_failed(&outcomes[i]))
-				result->failed++;
-		}
-		result->accepted = accepted;
-		result->answered = answered;
+		redlock_tally_round(outcomes, quorum_accept_ok, quorum_answered_set, NULL, result);
 		result->elapsed_ms = now - start_ms;
 		free_in = ncommands == 3
 			? redlock_free_in_ms(outcomes, outcomes + 2 * result->node_count,
@@ -355,7 +335,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 									   result->node_count, result->quorum);
 
 		/* Spec §3 steps 3 and 4: a quorum, and validity left after elapsed and drift. */
-		if (accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0)
+		if (result->accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0)
 		{
 			result->status = REDLOCK_OK;
 			result->valid_until_ms = start_ms + ttl_ms - drift_ms;
@@ -364,7 +344,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 			break;
 		}
 
-		result->status = answered < result->quorum ? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
+		result->status = result->answered < result->quorum ? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
 		if (result->status == REDLOCK_UNAVAILABLE)
 			result->node_errors = redlock_node_errors(set, outcomes, result->node_count);
 
@@ -374,7 +354,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		 * waits for the replies (each connection reads them before its next use), so
 		 * the outcomes, read above, can be written over.
 		 */
-		if (accepted > 0 || answered < result->node_count)
+		if (result->accepted > 0 || result->answered < result->node_count)
 		{
 			quorum_script_command(&undo, held_elsewhere ? &quiet_release_script : &release_script,
 						   key, token, NULL, -1);
@@ -436,7 +416,7 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 		result->elapsed_ms = elapsed_ms;
 		quorum_debug_outcomes(set, "release", locks[k].key, mine, count, elapsed_ms);
 		redlock_stats_count(REDLOCK_STAT_RELEASED);
-		quorum_count_integer_replies(mine, result);
+		redlock_tally_round(mine, quorum_accept_one, quorum_accept_integer, NULL, result);
 		result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 		result->node_errors = redlock_node_errors(set, mine, count);
 	}
@@ -491,11 +471,13 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 		RedlockResult *result = &results[k];
 		RedlockNodeOutcome *mine = &outcomes[k * count];
 		double		drift_ms = redlock_clock_drift_ms(ttls_ms[k]);
+		int			gone;
 
 		result->elapsed_ms = elapsed_ms;
 		result->attempts = 1;
 		quorum_debug_outcomes(set, "extend", locks[k].key, mine, count, elapsed_ms);
-		quorum_count_integer_replies(mine, result);
+		gone = redlock_tally_round(mine, quorum_accept_one, quorum_accept_integer,
+								   quorum_gone_zero, result);
 
 		if (result->accepted >= result->quorum && ttls_ms[k] - elapsed_ms - drift_ms > 0)
 		{
@@ -504,12 +486,11 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 			if (!renewal)
 				redlock_stats_count(REDLOCK_STAT_EXTENDED);
 		}
-		else if (result->accepted >= result->quorum ||
-				 result->answered - result->accepted > result->node_count - result->quorum)
+		else if (result->accepted >= result->quorum || redlock_tally_lost(result, gone))
 		{
 			/*
-			 * Lost for certain: more masters than a quorum can spare said our key is
-			 * gone (or a quorum extended it too late to leave any validity).
+			 * Lost for certain (tally.c), or extended by a quorum too late to leave any
+			 * validity.
 			 */
 			result->status = REDLOCK_BUSY;
 			if (!renewal)

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * tally.h
+ *	  One round's replies counted (tally.c): accepted, answered, failed, and the rule
+ *	  that says a lock is lost for certain.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REDLOCK_TALLY_H
+#define REDLOCK_TALLY_H
+
+#include "redlock.h"
+
+/* Says whether one master's outcome is of a kind (accepted, an answer, "key gone"). */
+typedef bool (*RedlockOutcomeTest) (const RedlockNodeOutcome *outcome);
+
+extern int	redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcomeTest accepted,
+								RedlockOutcomeTest answer, RedlockOutcomeTest gone,
+								RedlockResult *result);
+extern bool redlock_tally_lost(const RedlockResult *result, int gone);
+
+#endif							/* REDLOCK_TALLY_H */
