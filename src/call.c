@@ -405,14 +405,14 @@ call_node_read(CallState *cs, int i)
 			call_node_write(cs, i);
 			continue;
 		}
-		node->figures.replies++;
+		node->stats.replies++;
 		node->down = false;
 		node->down_calls = 0;	/* a reply ends a row of failed calls */
 
 		if (c < 0 || !CALL_AWAITING(cs, c, i))
 		{
 			/* A reply an earlier call decided without: counted, then dropped. */
-			node->figures.late_replies++;
+			node->stats.late_replies++;
 			freeReplyObject(reply);
 			redlock_owed_free(&entry);
 			continue;
@@ -426,7 +426,7 @@ call_node_read(CallState *cs, int i)
 			cs->calls[i].must_answer = false;
 		node->failed_recently = false;
 		CALL_OUTCOME(cs, c, i)->elapsed_ms = node->progress_ms - cs->start_ms;
-		node->figures.last_rtt_ms = CALL_OUTCOME(cs, c, i)->elapsed_ms;
+		node->stats.last_rtt_ms = CALL_OUTCOME(cs, c, i)->elapsed_ms;
 	}
 }
 
@@ -437,7 +437,7 @@ call_node_connected(CallState *cs, int i)
 	RedlockNode *node = &cs->set->nodes[i];
 	NodeCall   *call = &cs->calls[i];
 
-	node->figures.connected = true;
+	node->stats.connected = true;
 	node->progress_ms = redlock_clock_ms();	/* the handshake is owed from now */
 	if (call_waits_on(call))
 	{

@@ -23,13 +23,11 @@
  */
 #include "postgres.h"
 
-#include "miscadmin.h"
-#include "storage/ipc.h"
 #include "storage/lwlock.h"
-#include "storage/shmem.h"
 
 #include "guc.h"
 #include "lockconfig.h"
+#include "shmem.h"
 
 /* One configuration locks were taken under. */
 typedef struct ConfigSlot
@@ -47,50 +45,40 @@ typedef struct LockConfigShared
 
 static LockConfigShared *lockconfig = NULL;
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
-static void
-lockconfig_shmem_request(void)
+static Size
+lockconfig_shmem_size(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(LockConfigShared)));
-	RequestNamedLWLockTranche("redlock lock configurations", 1);
+	return sizeof(LockConfigShared);
 }
 
 static void
-lockconfig_shmem_startup(void)
+lockconfig_shmem_attach(void *area, LWLock *lock, bool found)
 {
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	lockconfig = ShmemInitStruct("redlock lock configurations", sizeof(LockConfigShared),
-								 &found);
+	lockconfig = area;
 	if (!found)
 	{
 		memset(lockconfig, 0, sizeof(LockConfigShared));
-		lockconfig->lock = &(GetNamedLWLockTranche("redlock lock configurations"))->lock;
+		lockconfig->lock = lock;
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
+
+static const RedlockShmemArea lockconfig_area = {
+	.name = "redlock lock configurations",
+	.size = lockconfig_shmem_size,
+	.with_lock = true,
+	.attach = lockconfig_shmem_attach
+};
 
 /*
  * RedlockLockConfigInit
  *		Asks for the slots' shared memory and LWLock when the library is being
- *		preloaded.  Called from _PG_init after the GUCs are defined.  Raises nothing.
+ *		preloaded (redlock_shmem_register).  Called from _PG_init after the GUCs are
+ *		defined.  Raises nothing.
  */
 void
 RedlockLockConfigInit(void)
 {
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = lockconfig_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = lockconfig_shmem_startup;
+	redlock_shmem_register(&lockconfig_area);
 }
 
 /* The configuration in force, as a slot stores it. */

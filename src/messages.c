@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * report.c
+ * messages.c
  *	  Messages shared by the SQL functions and the transaction hooks.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
-#include "report.h"
 
+#include "messages.h"
 #include "redlock.h"
 
 /*

@@ -104,7 +104,7 @@ redlock_node_close(RedlockNodeSet *set, RedlockNode *node)
 	node->handshake_owed = 0;
 	redlock_owed_keep_redeliveries(set->context, &node->owed, &node->queued);
 	set->sockets_version++;
-	node->figures.connected = false;
+	node->stats.connected = false;
 }
 
 /*
@@ -116,9 +116,9 @@ void
 redlock_node_note_error(RedlockNode *node, const char *error)
 {
 	node->down = true;
-	node->figures.errors++;
-	strlcpy(node->figures.last_error, error, sizeof(node->figures.last_error));
-	node->figures.last_error_at = GetCurrentTimestamp();
+	node->stats.errors++;
+	strlcpy(node->stats.last_error, error, sizeof(node->stats.last_error));
+	node->stats.last_error_at = GetCurrentTimestamp();
 }
 
 /*
@@ -180,7 +180,7 @@ redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_
 	}
 	if (!node_append(set, node, call_id, script, eval, n, full, fulllen, argc, argv, argvlen))
 		return false;
-	node->figures.requests++;
+	node->stats.requests++;
 	return true;
 }
 

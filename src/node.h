@@ -38,7 +38,7 @@ typedef struct RedlockNode
 	int			event_pos;		/* position in the wait set (waitset.c) */
 	uint32		event_mask;		/* socket events registered there */
 	bool		looked_quiet;	/* idle, and the idle look saw nothing to read */
-	RedlockNodeFigures figures; /* what this backend saw of it (redlock_nodes()) */
+	RedlockNodeStats stats; /* what this backend saw of it (redlock_nodes()) */
 } RedlockNode;
 
 /* The masters of one configuration, and that configuration. */

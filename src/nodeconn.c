@@ -25,7 +25,7 @@ struct RedlockNodeConn
 };
 
 /*
- * Closes conn's socket after a failure (why), counting it in its master's figures.
+ * Closes conn's socket after a failure (why), counting it in its master's stats.
  */
 static void
 nodeconn_failed(RedlockNodeConn *conn, const char *why)

@@ -2,13 +2,13 @@
  *
  * nodeset.c
  *	  Node sets: the masters of one configuration (server list, credentials, database,
- *	  quorum, TLS) with their connections and figures.
+ *	  quorum, TLS) with their connections and stats.
  *
  * The set of the configuration in force is "current"; a lock remembers the set it was
  * taken on (it pins it), so that its release or undo still reaches those masters after
  * the configuration changed.  A set nobody pins and that is no longer current is
  * closed and freed.  A reload that changes nothing finds the same configuration and
- * keeps its set, connections and figures.
+ * keeps its set, connections and stats.
  *
  * What a backend saw of each master is kept with it (redlock_nodes()), and a master
  * that stops or resumes answering while a quorum answers is said once per change.
@@ -71,7 +71,7 @@ redlock_nodeset_report_changes(RedlockNodeSet *set)
 		if (node->down)
 			ereport(WARNING,
 					(errmsg("Redis master \"%s\" is not answering", name),
-					 errdetail_internal("%s", node->figures.last_error),
+					 errdetail_internal("%s", node->stats.last_error),
 					 errhint("Locks are still taken while %d of the %d masters answer; "
 							 "redlock_nodes() shows each master's state.",
 							 set->quorum, set->count)));
@@ -167,8 +167,8 @@ nodeset_find_or_build(const SetConfig *config)
 		RedlockNode *node = &set->nodes[i];
 
 		node->addr = config->list->nodes[i];
-		redlock_node_addr_name(&node->addr, node->figures.name, sizeof(node->figures.name));
-		node->figures.last_rtt_ms = -1;
+		redlock_node_addr_name(&node->addr, node->stats.name, sizeof(node->stats.name));
+		node->stats.last_rtt_ms = -1;
 	}
 	set->next = all_sets;
 	all_sets = set;
@@ -275,22 +275,22 @@ const char *
 redlock_node_name(const RedlockNodeSet *set, int node)
 {
 	Assert(node >= 0 && node < set->count);
-	return set->nodes[node].figures.name;
+	return set->nodes[node].stats.name;
 }
 
 /*
- * redlock_nodes_figures
+ * redlock_nodes_stats
  *		Returns a palloc'd copy of what this backend saw of each master of the current
- *		set (*figures), and how many there are.  Raises only out-of-memory errors.
+ *		set (*stats), and how many there are.  Raises only out-of-memory errors.
  */
 int
-redlock_nodes_figures(RedlockNodeFigures **figures)
+redlock_nodes_stats(RedlockNodeStats **stats)
 {
 	RedlockNodeSet *set = redlock_nodeset_current();
 
-	*figures = palloc(Max(set->count, 1) * sizeof(RedlockNodeFigures));
+	*stats = palloc(Max(set->count, 1) * sizeof(RedlockNodeStats));
 	for (int i = 0; i < set->count; i++)
-		(*figures)[i] = set->nodes[i].figures;
+		(*stats)[i] = set->nodes[i].stats;
 	return set->count;
 }
 

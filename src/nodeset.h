@@ -21,7 +21,7 @@ extern void redlock_nodeset_unpin(RedlockNodeSet *set);
 extern int	redlock_nodeset_size(const RedlockNodeSet *set);
 extern int	redlock_nodeset_quorum(const RedlockNodeSet *set);
 extern const char *redlock_node_name(const RedlockNodeSet *set, int node);
-extern int	redlock_nodes_figures(RedlockNodeFigures **figures);
+extern int	redlock_nodes_stats(RedlockNodeStats **stats);
 extern void redlock_nodes_disconnect(void);
 extern void redlock_nodeset_report_changes(RedlockNodeSet *set);
 extern char *redlock_node_errors(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes,

@@ -7,7 +7,7 @@
  * doc/internals.md draws the layers, which test/layers checks against the calls.
  * Times are milliseconds on every interface, read with redlock_clock_ms().  The lower
  * layers return outcomes; only the SQL functions and the hooks turn them into errors
- * or warnings (report.c holds their shared words).
+ * or warnings (messages.c holds their shared words).
  *
  *-------------------------------------------------------------------------
  */
@@ -140,7 +140,7 @@ typedef struct RedlockNodeSet RedlockNodeSet;
  * call).
  */
 
-/* ---- counters (stats.c) and per-master figures (nodeset.c) ---- */
+/* ---- counters (stats.c) and per-master stats (nodeset.c) ---- */
 
 typedef enum RedlockCounter
 {
@@ -160,7 +160,7 @@ typedef enum RedlockCounter
 } RedlockCounter;
 
 /* What this backend saw of one master. */
-typedef struct RedlockNodeFigures
+typedef struct RedlockNodeStats
 {
 	char		name[REDLOCK_NODE_NAME_LEN];
 	bool		connected;
@@ -171,7 +171,7 @@ typedef struct RedlockNodeFigures
 	int64		replies;
 	int64		late_replies;	/* read after the call that sent them had decided */
 	int64		errors;
-} RedlockNodeFigures;
+} RedlockNodeStats;
 
 /* ---- outcomes of the protocol (quorum.c, fence.c) ---- */
 

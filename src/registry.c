@@ -33,7 +33,6 @@
 
 #include "miscadmin.h"
 #include "storage/condition_variable.h"
-#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
@@ -48,6 +47,7 @@
 #include "lockconfig.h"
 #include "redlock.h"
 #include "registry.h"
+#include "shmem.h"
 
 typedef enum EntryState
 {
@@ -93,9 +93,6 @@ typedef struct RegistryShared
 
 static RegistryShared *registry = NULL;
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
 static Size
 registry_size(void)
 {
@@ -104,48 +101,36 @@ registry_size(void)
 }
 
 static void
-registry_shmem_request(void)
+registry_shmem_attach(void *area, LWLock *lock, bool found)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(registry_size()));
-	RequestNamedLWLockTranche("redlock registry", 1);
-}
-
-static void
-registry_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	registry = ShmemInitStruct("redlock registry", registry_size(), &found);
+	registry = area;
 	if (!found)
 	{
 		/* A fresh start, or a restart after a crash: nothing is extended any more. */
 		memset(registry, 0, registry_size());
-		registry->lock = &(GetNamedLWLockTranche("redlock registry"))->lock;
+		registry->lock = lock;
 		ConditionVariableInit(&registry->answered);
 		registry->max_entries = redlock_max_auto_extended_locks;
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
+
+static const RedlockShmemArea registry_area = {
+	.name = "redlock registry",
+	.size = registry_size,
+	.with_lock = true,
+	.attach = registry_shmem_attach
+};
 
 /*
  * RedlockRegistryInit
  *		Asks for the registry's shared memory and LWLock when the library is being
- *		preloaded.  Called from _PG_init after the GUCs are defined.  Raises nothing.
+ *		preloaded (redlock_shmem_register).  Called from _PG_init after the GUCs are
+ *		defined.  Raises nothing.
  */
 void
 RedlockRegistryInit(void)
 {
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = registry_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = registry_shmem_startup;
+	redlock_shmem_register(&registry_area);
 }
 
 /* The entry of handle, or NULL when it is stale (removed, reused). Lock held. */
@@ -406,7 +391,7 @@ redlock_registry_peek(const RedlockRegistryHandle *handle, struct RedlockLease *
  * result: REDLOCK_OK (extended; valid_until_ms set), REDLOCK_BUSY (lost: the entry
  *		is marked lost), or REDLOCK_UNAVAILABLE (fewer than a quorum answered, or the
  *		worker did not answer within two of its rounds' timeouts and a second:
- *		worker_silent), with the figures the worker saw.
+ *		worker_silent), with the stats the worker saw.
  *
  * Raises what an interrupted wait raises (57014); the worker still answers the
  * request later.
@@ -703,13 +688,13 @@ redlock_registry_round_done(double round_ms, int locks)
 }
 
 /*
- * redlock_registry_figures
+ * redlock_registry_stats
  *		Sets *locks to the number of auto-extended locks registered in the cluster and
  *		*round_ms, *round_locks to the worker's last renewal round (ms, locks).
  *		Returns false (all zero) when the library is not preloaded.  Raises nothing.
  */
 bool
-redlock_registry_figures(int *locks, double *round_ms, int *round_locks)
+redlock_registry_stats(int *locks, double *round_ms, int *round_locks)
 {
 	*locks = 0;
 	*round_ms = 0;

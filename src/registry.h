@@ -75,7 +75,7 @@ extern bool redlock_registry_may_sleep(uint64 changes, double until_ms);
 extern void redlock_registry_renewed(const RedlockRenewal *renewals,
 									 const RedlockRenewalOutcome *outcomes, int n);
 extern void redlock_registry_round_done(double round_ms, int locks);
-extern bool redlock_registry_figures(int *locks, double *round_ms, int *round_locks);
+extern bool redlock_registry_stats(int *locks, double *round_ms, int *round_locks);
 extern void redlock_registry_wake_worker(void);
 
 #endif							/* REDLOCK_REGISTRY_H */

@@ -21,10 +21,10 @@
 #include "guc.h"
 #include "lockops.h"
 #include "locktable.h"
+#include "messages.h"
 #include "nodeset.h"
 #include "redlock.h"
 #include "registry.h"
-#include "report.h"
 #include "stats.h"
 #include "validity.h"
 #include "waiters.h"
@@ -535,19 +535,19 @@ redlock_nodes(PG_FUNCTION_ARGS)
 {
 #define REDLOCK_NODES_COLS 9
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	RedlockNodeFigures *figures;
+	RedlockNodeStats *stats;
 	int			n;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts != REDLOCK_NODES_COLS)
 		elog(ERROR, "incorrect number of output arguments");
 
-	n = redlock_nodes_figures(&figures);
+	n = redlock_nodes_stats(&stats);
 	for (int i = 0; i < n; i++)
 	{
 		Datum		values[REDLOCK_NODES_COLS];
 		bool		nulls[REDLOCK_NODES_COLS] = {0};
-		RedlockNodeFigures *f = &figures[i];
+		RedlockNodeStats *f = &stats[i];
 
 		values[0] = CStringGetTextDatum(f->name);
 		values[1] = BoolGetDatum(f->connected);
@@ -615,7 +615,7 @@ redlock_stats(PG_FUNCTION_ARGS)
 	values[12] = Int64GetDatum((int64) snapshot.counters[REDLOCK_STAT_RENEWED]);
 	values[13] = Int64GetDatum((int64) snapshot.counters[REDLOCK_STAT_RENEW_FAILED]);
 	values[14] = Int64GetDatum((int64) snapshot.counters[REDLOCK_STAT_LOCKS_LOST]);
-	(void) redlock_registry_figures(&registered, &round_ms, &round_locks);
+	(void) redlock_registry_stats(&registered, &round_ms, &round_locks);
 	values[15] = Int32GetDatum(registered);
 	values[16] = Float8GetDatum(round_ms);
 	values[17] = Int32GetDatum(round_locks);
@@ -628,7 +628,7 @@ redlock_stats(PG_FUNCTION_ARGS)
  * redlock_stats_reset() RETURNS void
  *
  * Sets the counters of redlock_stats() back to zero: cluster-wide when they are in
- * shared memory.  The per-node figures of redlock_nodes() are not touched.
+ * shared memory.  The per-node stats of redlock_nodes() are not touched.
  */
 PG_FUNCTION_INFO_V1(redlock_stats_reset);
 Datum

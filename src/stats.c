@@ -8,22 +8,19 @@
  * so that counting never takes a lock on the hot path.  (What this backend saw of each
  * master is kept with its node, in nodeset.c and node.c.)
  *
- * A leaf: quorum.c, lockops.c, locktable.c, lease.c and waiters.c feed it; the SQL
- * functions read it.
+ * It calls only shmem.c (for its area); quorum.c, lockops.c, locktable.c, lease.c and
+ * waiters.c feed it, and the SQL functions read it.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 #include "stats.h"
 
-#include "miscadmin.h"
 #include "port/atomics.h"
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "utils/timestamp.h"
 
 #include "redlock.h"
+#include "shmem.h"
 
 /* The counters, as kept in shared memory or in this backend. */
 typedef struct RedlockCounters
@@ -38,9 +35,6 @@ static RedlockCounters *shared_counters = NULL;
 static RedlockCounters local_counters;
 static bool local_ready = false;
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
 static void
 stats_counters_init(RedlockCounters *c)
 {
@@ -51,42 +45,35 @@ stats_counters_init(RedlockCounters *c)
 	pg_atomic_init_u64(&c->reset_at, (uint64) GetCurrentTimestamp());
 }
 
-static void
-stats_shmem_request(void)
+static Size
+stats_shmem_size(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(RedlockCounters)));
+	return sizeof(RedlockCounters);
 }
 
 static void
-stats_shmem_startup(void)
+stats_shmem_attach(void *area, LWLock *lock pg_attribute_unused(), bool found)
 {
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared_counters = ShmemInitStruct("redlock counters", sizeof(RedlockCounters), &found);
+	shared_counters = area;
 	if (!found)
 		stats_counters_init(shared_counters);
-	LWLockRelease(AddinShmemInitLock);
 }
+
+static const RedlockShmemArea stats_area = {
+	.name = "redlock counters",
+	.size = stats_shmem_size,
+	.attach = stats_shmem_attach
+};
 
 /*
  * RedlockStatsInit
- *		Asks for shared memory for the counters when the library is being preloaded.
- *		Called from _PG_init.  Raises nothing.
+ *		Asks for shared memory for the counters when the library is being preloaded
+ *		(redlock_shmem_register).  Called from _PG_init.  Raises nothing.
  */
 void
 RedlockStatsInit(void)
 {
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = stats_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = stats_shmem_startup;
+	redlock_shmem_register(&stats_area);
 }
 
 static RedlockCounters *

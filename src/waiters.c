@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "compat.h"
 #include "registry.h"
+#include "shmem.h"
 #include "stats.h"
 #include "waiters.h"
 
@@ -56,67 +57,70 @@ static RedlockWaiter *waiters = NULL;
 static RecentWake *recent_wakes = NULL;
 static bool waiter_exit_registered = false;
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
-static void
-waiters_shmem_request(void)
+static Size
+waiters_shmem_size(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(mul_size(MaxBackends, sizeof(RedlockWaiter))));
-	RequestAddinShmemSpace(MAXALIGN(sizeof(RecentWake) * RECENT_WAKES));
+	return mul_size(MaxBackends, sizeof(RedlockWaiter));
 }
 
 static void
-waiters_shmem_startup(void)
+waiters_shmem_attach(void *area, LWLock *lock pg_attribute_unused(), bool found)
 {
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	waiters = ShmemInitStruct("redlock waiters", mul_size(MaxBackends, sizeof(RedlockWaiter)),
-							  &found);
-	if (!found)
+	waiters = area;
+	if (found)
+		return;
+	for (int i = 0; i < MaxBackends; i++)
 	{
-		for (int i = 0; i < MaxBackends; i++)
-		{
-			pg_atomic_init_u64(&waiters[i].key_hash, 0);
-			pg_atomic_init_u64(&waiters[i].announced_wakeups, 0);
-			pg_atomic_init_u64(&waiters[i].direct_wakeups, 0);
-			pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
-			pg_atomic_init_u64(&waiters[i].since_us, 0);
-			waiters[i].key[0] = '\0';
-		}
+		pg_atomic_init_u64(&waiters[i].key_hash, 0);
+		pg_atomic_init_u64(&waiters[i].announced_wakeups, 0);
+		pg_atomic_init_u64(&waiters[i].direct_wakeups, 0);
+		pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
+		pg_atomic_init_u64(&waiters[i].since_us, 0);
+		waiters[i].key[0] = '\0';
 	}
-	recent_wakes = ShmemInitStruct("redlock recent wakes", sizeof(RecentWake) * RECENT_WAKES,
-								   &found);
-	if (!found)
-	{
-		for (int i = 0; i < RECENT_WAKES; i++)
-		{
-			pg_atomic_init_u64(&recent_wakes[i].key_hash, 0);
-			pg_atomic_init_u64(&recent_wakes[i].at_us, 0);
-		}
-	}
-	LWLockRelease(AddinShmemInitLock);
 }
+
+static Size
+waiters_recent_wakes_size(void)
+{
+	return sizeof(RecentWake) * RECENT_WAKES;
+}
+
+static void
+waiters_recent_wakes_attach(void *area, LWLock *lock pg_attribute_unused(), bool found)
+{
+	recent_wakes = area;
+	if (found)
+		return;
+	for (int i = 0; i < RECENT_WAKES; i++)
+	{
+		pg_atomic_init_u64(&recent_wakes[i].key_hash, 0);
+		pg_atomic_init_u64(&recent_wakes[i].at_us, 0);
+	}
+}
+
+static const RedlockShmemArea waiters_area = {
+	.name = "redlock waiters",
+	.size = waiters_shmem_size,
+	.attach = waiters_shmem_attach
+};
+
+static const RedlockShmemArea waiters_recent_wakes_area = {
+	.name = "redlock recent wakes",
+	.size = waiters_recent_wakes_size,
+	.attach = waiters_recent_wakes_attach
+};
 
 /*
  * RedlockWaitersInit
- *		Asks for the board's shared memory when the library is being preloaded.  Called
- *		from _PG_init.  Raises nothing.
+ *		Asks for the board's shared memory when the library is being preloaded
+ *		(redlock_shmem_register).  Called from _PG_init.  Raises nothing.
  */
 void
 RedlockWaitersInit(void)
 {
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = waiters_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = waiters_shmem_startup;
+	redlock_shmem_register(&waiters_area);
+	redlock_shmem_register(&waiters_recent_wakes_area);
 }
 
 /* The hash a waiter slot holds for key: never 0, which means "not waiting". */

@@ -40,8 +40,8 @@
 
 #include "lease.h"
 #include "locktable.h"
+#include "messages.h"
 #include "redlock.h"
-#include "report.h"
 #include "xact.h"
 
 static bool hooks_registered = false;
