@@ -56,10 +56,7 @@ lockconfig_shmem_attach(void *area, LWLock *lock, bool found)
 {
 	lockconfig = area;
 	if (!found)
-	{
-		memset(lockconfig, 0, sizeof(LockConfigShared));
 		lockconfig->lock = lock;
-	}
 }
 
 static const RedlockShmemArea lockconfig_area = {

@@ -107,7 +107,6 @@ registry_shmem_attach(void *area, LWLock *lock, bool found)
 	if (!found)
 	{
 		/* A fresh start, or a restart after a crash: nothing is extended any more. */
-		memset(registry, 0, registry_size());
 		registry->lock = lock;
 		ConditionVariableInit(&registry->answered);
 		registry->max_entries = redlock_max_auto_extended_locks;

@@ -22,7 +22,7 @@
 
 #include "shmem.h"
 
-/* Areas the modules register: stats, registry, lock configurations, waiters (two). */
+/* Areas the modules register: stats, registry, lock configurations, waiters. */
 #define SHMEM_MAX_AREAS 8
 
 static const RedlockShmemArea *shmem_areas[SHMEM_MAX_AREAS];
@@ -45,7 +45,7 @@ shmem_request(void)
 	}
 }
 
-/* Attaches every registered area (initialising those not found). */
+/* Attaches every registered area; one not found yet is zeroed first. */
 static void
 shmem_startup(void)
 {
@@ -59,6 +59,8 @@ shmem_startup(void)
 		void	   *area = ShmemInitStruct(a->name, a->size(), &found);
 		LWLock	   *lock = NULL;
 
+		if (!found)
+			memset(area, 0, a->size());
 		if (a->with_lock && !found)
 			lock = &(GetNamedLWLockTranche(a->name))->lock;
 

@@ -21,8 +21,8 @@ typedef struct RedlockShmemArea
 	/*
 	 * Called in every process that attaches: keeps area in the module's statics,
 	 * and initialises it when found is false (a fresh start, or a restart after a
-	 * crash).  lock: the area's LWLock when with_lock and found is false (to be kept
-	 * in the area), else NULL.
+	 * crash: the area is then all zeroes).  lock: the area's LWLock when with_lock
+	 * and found is false (to be kept in the area), else NULL.
 	 */
 	void		(*attach) (void *area, LWLock *lock, bool found);
 } RedlockShmemArea;

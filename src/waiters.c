@@ -57,16 +57,20 @@ static RedlockWaiter *waiters = NULL;
 static RecentWake *recent_wakes = NULL;
 static bool waiter_exit_registered = false;
 
+/* The board: a slot per backend, then the recent wake-ups. */
 static Size
 waiters_shmem_size(void)
 {
-	return mul_size(MaxBackends, sizeof(RedlockWaiter));
+	return add_size(MAXALIGN(mul_size(MaxBackends, sizeof(RedlockWaiter))),
+					sizeof(RecentWake) * RECENT_WAKES);
 }
 
 static void
 waiters_shmem_attach(void *area, LWLock *lock pg_attribute_unused(), bool found)
 {
 	waiters = area;
+	recent_wakes = (RecentWake *) ((char *) area +
+								   MAXALIGN(mul_size(MaxBackends, sizeof(RedlockWaiter))));
 	if (found)
 		return;
 	for (int i = 0; i < MaxBackends; i++)
@@ -76,22 +80,7 @@ waiters_shmem_attach(void *area, LWLock *lock pg_attribute_unused(), bool found)
 		pg_atomic_init_u64(&waiters[i].direct_wakeups, 0);
 		pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
 		pg_atomic_init_u64(&waiters[i].since_us, 0);
-		waiters[i].key[0] = '\0';
 	}
-}
-
-static Size
-waiters_recent_wakes_size(void)
-{
-	return sizeof(RecentWake) * RECENT_WAKES;
-}
-
-static void
-waiters_recent_wakes_attach(void *area, LWLock *lock pg_attribute_unused(), bool found)
-{
-	recent_wakes = area;
-	if (found)
-		return;
 	for (int i = 0; i < RECENT_WAKES; i++)
 	{
 		pg_atomic_init_u64(&recent_wakes[i].key_hash, 0);
@@ -105,12 +94,6 @@ static const RedlockShmemArea waiters_area = {
 	.attach = waiters_shmem_attach
 };
 
-static const RedlockShmemArea waiters_recent_wakes_area = {
-	.name = "redlock recent wakes",
-	.size = waiters_recent_wakes_size,
-	.attach = waiters_recent_wakes_attach
-};
-
 /*
  * RedlockWaitersInit
  *		Asks for the board's shared memory when the library is being preloaded
@@ -120,7 +103,6 @@ void
 RedlockWaitersInit(void)
 {
 	redlock_shmem_register(&waiters_area);
-	redlock_shmem_register(&waiters_recent_wakes_area);
 }
 
 /* The hash a waiter slot holds for key: never 0, which means "not waiting". */
