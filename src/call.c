@@ -29,8 +29,10 @@
  * script cache), unless a newer script command on the same key and token is already
  * on its way: re-sent behind it, an older extension would set an older TTL over the
  * newer one.  A connection that owes replies and has made no progress for longer than
- * redlock.timeout is taken for hung and closed.  So is one that failed (I/O, protocol,
- * timeout): it is re-opened on the next call.
+ * redlock.timeout is taken for hung and closed.  So is one that failed (I/O, protocol):
+ * it is re-opened on the next call.  A call that stops waiting for a master at its
+ * deadline keeps that connection open with the replies owed (call_node_give_up), so
+ * that what the next call sends (an attempt's undo) follows in order.
  *
  * One call may carry several commands (a cleanup releases every lock in one round);
  * every master gets them all at once and each command is decided on its own.
@@ -98,11 +100,11 @@ static uint64 call_counter = 0;
 #define CALL_AWAITING(cs, c, i)	((cs)->awaiting[(c) * (cs)->set->count + (i)])
 
 /*
- * Records a failure of node i (why) for every command of the call still waiting on it,
- * and closes its connection.
+ * Records a failure of node i (why) for every command of the call still waiting on it;
+ * the connection is left as it is.
  */
 static void
-call_node_fail(CallState *cs, int i, const char *why)
+call_node_record_failure(CallState *cs, int i, const char *why)
 {
 	RedlockNode *node = &cs->set->nodes[i];
 	NodeCall   *call = &cs->calls[i];
@@ -121,7 +123,39 @@ call_node_fail(CallState *cs, int i, const char *why)
 	call->must_answer = false;
 	node->failed_recently = true;
 	redlock_node_note_error(node, why);
-	redlock_node_close(cs->set, node);
+}
+
+/* Records a failure of node i (why), and closes its connection. */
+static void
+call_node_fail(CallState *cs, int i, const char *why)
+{
+	call_node_record_failure(cs, i, why);
+	redlock_node_close(cs->set, &cs->set->nodes[i]);
+}
+
+/*
+ * Gives up waiting for node i (why: its deadline passed) but keeps its connection when
+ * the call's commands went out on it: their replies stay owed, and the next call's
+ * commands follow them in order.  So an acquire attempt's undo, sent right after the
+ * attempt, reaches a master that was only paused behind the attempt's SET, on the same
+ * socket: a new connection's undo could run first, or stay unsent in a connect that
+ * no call drives, and the late SET would hold the key for its whole TTL.  The wait for
+ * it restarts from now: a later call takes the connection for hung (and closes it)
+ * only after another redlock.timeout without progress.  A connect, TLS handshake or
+ * handshake still under way sent nothing of the call: that connection is closed.
+ */
+static void
+call_node_give_up(CallState *cs, int i, const char *why)
+{
+	RedlockNode *node = &cs->set->nodes[i];
+
+	if (node->conn.ctx == NULL || node->conn.connecting || cs->calls[i].deferred)
+	{
+		call_node_fail(cs, i, why);
+		return;
+	}
+	call_node_record_failure(cs, i, why);
+	node->progress_ms = redlock_clock_ms();
 }
 
 /*
@@ -596,7 +630,7 @@ call_wait_for_nodes(CallState *cs, bool cleanup)
 				snprintf(why, sizeof(why), "timed out after %d ms%s", (int) (now - cs->start_ms),
 						 set->nodes[i].conn.connecting && set->nodes[i].conn.tls ?
 						 " in the TLS handshake: does the master serve TLS on this port?" : "");
-				call_node_fail(cs, i, why);
+				call_node_give_up(cs, i, why);
 				continue;
 			}
 			if (next_deadline < 0 || call->deadline_ms < next_deadline)

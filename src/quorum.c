@@ -237,8 +237,9 @@ quorum_key_command(RedlockCommand *command, const char *name, const char *key,
  *		written into it before each attempt's SET goes out, so that it always holds the
  *		token of the latest attempt (the one to undo if the caller is interrupted).
  * ttl_ms: the TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
- * wait_ms: how long to keep retrying a busy lock, in milliseconds; 0 makes one
- *		attempt, < 0 retries without limit (until interrupted).  When it is not 0, each
+ * wait_ms: how long to keep retrying, in milliseconds, a lock that is busy or that
+ *		fewer than a quorum answered for (a master's blip); 0 makes one attempt, < 0
+ *		retries without limit (until interrupted).  When it is not 0, each
  *		attempt also asks every master for the key's value and PTTL: the retry delay
  *		ends when a quorum of the keys that refused us will have expired, and a failed
  *		attempt's undo announces the release only when no single other client holds
@@ -251,8 +252,9 @@ quorum_key_command(RedlockCommand *command, const char *name, const char *key,
  *		the masters' votes so that nobody wins.
  * result: REDLOCK_OK with valid_until_ms set, measured from the start of the attempt
  *		that won; REDLOCK_BUSY when the last attempt found the lock held elsewhere (or
- *		won too late to leave any validity); REDLOCK_UNAVAILABLE, at once and without
- *		retrying, when fewer than a quorum of masters answered, with node_errors.
+ *		won too late to leave any validity); REDLOCK_UNAVAILABLE when fewer than a
+ *		quorum of masters answered the last attempt, with its node_errors.  Both are
+ *		retried while the wait lasts: with wait_ms 0, the one attempt's outcome.
  *
  * A failed attempt is undone on every master at once (spec §3 step 5).  Raises what
  * an interrupted wait raises (57014 on cancel or statement_timeout), and XX000 if the
@@ -326,6 +328,9 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 
 		redlock_tally_round(outcomes, quorum_accept_ok, quorum_answered_set, NULL, result);
 		result->elapsed_ms = now - start_ms;
+		if (result->node_errors)	/* an earlier attempt's */
+			pfree(result->node_errors);
+		result->node_errors = NULL;
 		free_in = ncommands == 3
 			? redlock_free_in_ms(outcomes, outcomes + 2 * result->node_count,
 								 result->node_count, result->quorum)
@@ -361,12 +366,14 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 			redlock_nodes_run(set, &undo, 1, false, outcomes);
 		}
 
-		if (result->status == REDLOCK_UNAVAILABLE)
-		{
-			redlock_stats_count(REDLOCK_STAT_UNAVAILABLE);
-			break;
-		}
-		redlock_stats_count(REDLOCK_STAT_BUSY);
+		redlock_stats_count(result->status == REDLOCK_UNAVAILABLE
+							? REDLOCK_STAT_UNAVAILABLE : REDLOCK_STAT_BUSY);
+
+		/*
+		 * A caller willing to wait rides out a blip: an attempt that fewer than a
+		 * quorum answered is retried like a busy one (the undo above went out), and
+		 * the last attempt's outcome is the answer when the wait runs out.
+		 */
 		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
 			break;
 		redlock_retry_sleep(result->elapsed_ms, deadline_ms, free_in, waiter, &seen);

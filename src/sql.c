@@ -253,7 +253,8 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope)
  * Errors: 22004 NULL resource or TTL; 22023 empty or too long resource, TTL <= 0, over
  * one day or too short to leave validity after drift, negative wait, no servers
  * configured; 25000 in a parallel worker; 08006 fewer than a quorum of masters
- * answered (errdetail names each failure); 55P03 lock_timeout ran out.
+ * answered (errdetail names each failure): at once with wait_ms 0, else when the wait
+ * ran out with the last attempt unanswered; 55P03 lock_timeout ran out.
  */
 PG_FUNCTION_INFO_V1(redlock_acquire);
 Datum
