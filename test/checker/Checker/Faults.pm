@@ -184,6 +184,7 @@ sub stop
 	my @pids = map { $self->{redis}{pids}[$_] // die "master $_ is not running" } @i;
 	CORE::kill('STOP', @pids);
 	$self->{stopped}{$_} = 1 for @i;
+	$self->{counts}{'masters frozen'} += @i;
 	$self->_mark('SIGSTOP master ' . _list(@i));
 	return;
 }

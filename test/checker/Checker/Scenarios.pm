@@ -15,8 +15,8 @@ use Exporter 'import';
 
 use Checker::Schedules qw(_all_restart_delayed _delayed_out _extend_faults _fast_clock
   _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
-  _long_job_faults _majority_restart _majority_wipe _pause_holders _renew_faults
-  _servers_faults _ticking);
+  _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
+  _renew_faults _servers_faults _ticking);
 
 our @EXPORT_OK = qw(lease_scenarios scenario);
 
@@ -87,6 +87,26 @@ my %SCENARIOS = (
 				$t += $secs + 0.7;
 			}
 		},
+	},
+	# A majority frozen for blips shorter than the wait (issue 26): an attempt that fewer
+	# than a quorum answered is undone and retried, so no acquire raises 08006.
+	'blip-majority' => {
+		desc => 'SIGSTOP of 3 masters (a majority) for 0.2-0.6 s, then SIGCONT; holders'
+		  . ' wait up to 1500 ms, so their acquires ride out each blip',
+		masters => 'plain',
+		wait_ms => 1500,
+		expect_no_08006 => 1,
+		faults => sub { _majority_blips(@_) },
+	},
+	'unsafe-blip-short-ttl' => {
+		desc => 'NEGATIVE CONTROL: the blips of blip-majority, with a TTL of 150 ms shorter'
+		  . ' than the 400 ms critical section',
+		masters => 'plain',
+		ttl_ms => 150,
+		work_ms => 400,
+		wait_ms => 1500,
+		expect_violations => 1,
+		faults => sub { _majority_blips(@_) },
 	},
 	'minority-delayed+sigstop' => {
 		desc => 'kill -9 of 2 masters kept down 1.2 x TTL + 0.3 s, then of 1; SIGSTOP of '

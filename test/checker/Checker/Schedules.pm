@@ -12,8 +12,8 @@ use Exporter 'import';
 
 our @EXPORT_OK = qw(_all_restart_delayed _delayed_out _extend_faults _fast_clock
   _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
-  _long_job_faults _majority_restart _majority_wipe _pause_holders _renew_faults
-  _servers_faults _ticking);
+  _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
+  _renew_faults _servers_faults _ticking);
 
 # Out of service for longer than the largest TTL in use (spec §8 "delayed restart").
 sub _delayed_out
@@ -243,6 +243,27 @@ sub _fast_clock
 	my ($f, $factor, @i) = @_;
 	$f->fast_clock($factor, @i);
 	$f->every(0.02, $f->{seconds}, sub { $f->fast_clock_tick });
+	return;
+}
+
+# blip-majority: SIGSTOP of 3 of 5 masters for 0.2-0.6 s at a time (a different
+# majority each time), 0.7 s apart, from 1 s on.
+sub _majority_blips
+{
+	my ($f) = @_;
+	my @plan = ([ [ 0, 1, 2 ], 0.4 ], [ [ 1, 3, 4 ], 0.2 ], [ [ 0, 2, 4 ], 0.6 ],
+		[ [ 0, 1, 3 ], 0.3 ]);
+	my ($t, $k) = (1.0, 0);
+	while (1)
+	{
+		my ($set, $secs) = @{ $plan[ $k++ % @plan ] };
+		last if $t + $secs + 0.3 > $f->{seconds};
+		$f->at($t);
+		$f->stop(@$set);
+		$f->at($t + $secs);
+		$f->cont(@$set);
+		$t += $secs + 0.7;
+	}
 	return;
 }
 
