@@ -27,6 +27,10 @@ SELECT extversion FROM pg_extension WHERE extname = 'redlock';
 -- 1.4: redlock_fencing_token, revoked from PUBLIC and commented like the others.
 SELECT has_function_privilege('public', 'redlock_fencing_token(text)', 'execute') AS fencing_public,
        obj_description('redlock_fencing_token(text)'::regprocedure, 'pg_proc') IS NOT NULL AS fencing_commented;
+-- 1.4: redlock_waiters, likewise; nobody waits here, so no rows (preloaded or not).
+SELECT has_function_privilege('public', 'redlock_waiters()', 'execute') AS waiters_public,
+       obj_description('redlock_waiters()'::regprocedure, 'pg_proc') IS NOT NULL AS waiters_commented,
+       (SELECT count(*) FROM redlock_waiters()) AS waiting;
 
 -- redlock_claim: the first caller wins; a claim is not a held lock.
 SELECT redlock_claim('regress-claim', 1000) AS first, redlock_claim('regress-claim', 1000) AS second;

@@ -157,7 +157,8 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		 * interrupted wait is unregistered by the (sub)transaction abort that follows.
 		 */
 		bool		behind;
-		RedlockWaiter *waiter = redlock_waiters_begin(lock->key, &behind);
+		RedlockWaiter *waiter = redlock_waiters_begin(lock->key, lock->prefix_len,
+													   &behind);
 
 		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms,
 							   waiter, behind, result);

@@ -322,6 +322,8 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		start_ms = redlock_clock_ms();
 		result->attempts++;
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
+		if (waiter)
+			redlock_waiters_count_attempt(waiter);
 		redlock_nodes_run(set, commands, ncommands, false, outcomes);
 		now = redlock_clock_ms();
 		quorum_debug_outcomes(set, "acquire", key, outcomes, result->node_count, now - start_ms);

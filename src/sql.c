@@ -12,12 +12,19 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid_d.h"
+#include "common/string.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "clock.h"
 #include "guc.h"
 #include "lockops.h"
 #include "locktable.h"
@@ -567,6 +574,88 @@ redlock_nodes(PG_FUNCTION_ARGS)
 		values[6] = Int64GetDatum(f->replies);
 		values[7] = Int64GetDatum(f->late_replies);
 		values[8] = Int64GetDatum(f->errors);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * The resource a waiter's key names (name: the key after its prefix, in UTF-8) as text
+ * in this database's encoding, into *out; false when this database cannot show it (a
+ * waiter of a database whose encoding has characters this one lacks).  Never raises
+ * for the name, which another backend wrote.
+ */
+static bool
+sql_resource_from_utf8(const char *name, Datum *out)
+{
+	int			len = strlen(name);
+	int			encoding = GetDatabaseEncoding();
+	Oid			proc;
+	char	   *buf;
+
+	if (!pg_verify_mbstr(PG_UTF8, name, len, true))
+		return false;
+	if (encoding == PG_UTF8 || encoding == PG_SQL_ASCII || pg_is_ascii(name))
+	{
+		*out = CStringGetTextDatum(name);
+		return true;
+	}
+	proc = FindDefaultConversionProc(PG_UTF8, encoding);
+	if (!OidIsValid(proc))
+		return false;
+	buf = palloc((Size) len * MAX_CONVERSION_GROWTH + 1);
+	if (pg_do_encoding_conversion_buf(proc, PG_UTF8, encoding, (unsigned char *) name, len,
+									  (unsigned char *) buf, len * MAX_CONVERSION_GROWTH + 1,
+									  true) < len)
+		return false;
+	*out = CStringGetTextDatum(buf);
+	return true;
+}
+
+/*
+ * redlock_waiters() RETURNS SETOF record (1.4)
+ *
+ * One row per backend of this cluster waiting for a busy lock now (redlock_acquire or
+ * redlock_xact_acquire with a wait): pid, resource (NULL unless the caller has the
+ * privileges of the waiting backend's role or of pg_read_all_stats, as
+ * pg_stat_activity.query; NULL also when the key was too long to keep on the board or
+ * names characters this database's encoding lacks), waiting_since (when the wait
+ * began), attempts (acquire attempts made in it so far).  The waiter board lives in
+ * shared memory: without the library in shared_preload_libraries, no rows.  Raises
+ * nothing of its own.
+ */
+PG_FUNCTION_INFO_V1(redlock_waiters);
+Datum
+redlock_waiters(PG_FUNCTION_ARGS)
+{
+#define REDLOCK_WAITERS_COLS 4
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RedlockWaiterRow *rows;
+	int			n;
+	double		now_ms = redlock_clock_ms();
+	TimestampTz now = GetCurrentTimestamp();
+	bool		read_all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != REDLOCK_WAITERS_COLS)
+		elog(ERROR, "incorrect number of output arguments");
+
+	n = redlock_waiters_list(&rows);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[REDLOCK_WAITERS_COLS];
+		bool		nulls[REDLOCK_WAITERS_COLS] = {0};
+		PGPROC	   *proc = GetPGProcByNumber(rows[i].proc_number);
+		int			pid = proc->pid;
+		Oid			role = proc->roleId;
+
+		if (pid == 0)
+			continue;			/* gone meanwhile */
+		values[0] = Int32GetDatum(pid);
+		nulls[1] = rows[i].key == NULL || !(read_all || has_privs_of_role(GetUserId(), role)) ||
+			!sql_resource_from_utf8(rows[i].key + rows[i].prefix_len, &values[1]);
+		values[2] = TimestampTzGetDatum(now - (TimestampTz) ((now_ms - rows[i].since_ms) * 1000.0));
+		values[3] = Int64GetDatum((int64) rows[i].attempts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -40,6 +40,8 @@ struct RedlockWaiter
 	pg_atomic_uint64 direct_wakeups;	/* by a release made in this cluster */
 	pg_atomic_uint64 woken_at_us;	/* when last woken (redlock_clock_ms() * 1000) */
 	pg_atomic_uint64 since_us;	/* when this wait began (likewise) */
+	pg_atomic_uint64 attempts;	/* acquire attempts made in this wait */
+	int			prefix_len;		/* bytes of redlock.key_prefix at the start of key */
 	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];	/* written before key_hash; "" when
 													 * too long to keep (the wait polls) */
 };
@@ -80,6 +82,7 @@ waiters_shmem_attach(void *area, LWLock *lock pg_attribute_unused(), bool found)
 		pg_atomic_init_u64(&waiters[i].direct_wakeups, 0);
 		pg_atomic_init_u64(&waiters[i].woken_at_us, 0);
 		pg_atomic_init_u64(&waiters[i].since_us, 0);
+		pg_atomic_init_u64(&waiters[i].attempts, 0);
 	}
 	for (int i = 0; i < RECENT_WAKES; i++)
 	{
@@ -126,11 +129,12 @@ waiters_clear_at_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unu
  *		Returns this backend's slot (read its wake-ups with redlock_waiters_read), or
  *		NULL when there is no board (not preloaded): the wait then polls.  Sets
  *		*behind to whether another backend of this cluster already waits for key (it
- *		is woken first).  Pair with redlock_waiters_end (also run at exit).  Raises
- *		nothing.
+ *		is woken first).  prefix_len: bytes of redlock.key_prefix at the start of key
+ *		(redlock_waiters_list shows the rest as the resource).  Pair with
+ *		redlock_waiters_end (also run at exit).  Raises nothing.
  */
 RedlockWaiter *
-redlock_waiters_begin(const char *key, bool *behind)
+redlock_waiters_begin(const char *key, int prefix_len, bool *behind)
 {
 	RedlockWaiter *w;
 	uint64		h;
@@ -149,6 +153,8 @@ redlock_waiters_begin(const char *key, bool *behind)
 		*behind = i != redlock_my_proc_number() && pg_atomic_read_u64(&waiters[i].key_hash) == h;
 	w = &waiters[redlock_my_proc_number()];
 	pg_atomic_write_u64(&w->since_us, (uint64) (redlock_clock_ms() * 1000.0));
+	pg_atomic_write_u64(&w->attempts, 0);
+	w->prefix_len = prefix_len;
 	if (len <= REDLOCK_REGISTRY_KEY_LEN)
 		memcpy(w->key, key, len + 1);
 	else
@@ -182,6 +188,63 @@ redlock_waiters_read(RedlockWaiter *waiter, RedlockWakeCount *count)
 {
 	count->announced = pg_atomic_read_u64(&waiter->announced_wakeups);
 	count->direct = pg_atomic_read_u64(&waiter->direct_wakeups);
+}
+
+/*
+ * redlock_waiters_count_attempt
+ *		Counts one acquire attempt of waiter's wait (shown by redlock_waiters_list).
+ *		Raises nothing.
+ */
+void
+redlock_waiters_count_attempt(RedlockWaiter *waiter)
+{
+	pg_atomic_fetch_add_u64(&waiter->attempts, 1);
+}
+
+/*
+ * redlock_waiters_list
+ *		The backends of this cluster waiting for a busy lock now, into *rows (palloc'd):
+ *		each one's PGPROC number, Redis key (palloc'd; NULL when too long to keep),
+ *		prefix length, when its wait began (a redlock_clock_ms() time) and the attempts
+ *		made.  A slot read while its backend rewrites it is skipped.  Returns how many;
+ *		0 without the board (not preloaded).  Raises only out-of-memory errors.
+ */
+int
+redlock_waiters_list(RedlockWaiterRow **rows)
+{
+	int			n = 0;
+
+	*rows = NULL;
+	if (waiters == NULL)
+		return 0;
+	*rows = palloc(sizeof(RedlockWaiterRow) * MaxBackends);
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		RedlockWaiter *w = &waiters[i];
+		uint64		h = pg_atomic_read_u64(&w->key_hash);
+		RedlockWaiterRow *row = &(*rows)[n];
+		char		key[REDLOCK_REGISTRY_KEY_LEN + 1];
+
+		if (h == 0)
+			continue;
+		pg_read_barrier();
+		memcpy(key, w->key, sizeof(key));	/* not strlcpy: it may be mid-write */
+		key[sizeof(key) - 1] = '\0';
+		row->proc_number = i;
+		row->prefix_len = w->prefix_len;
+		row->since_ms = pg_atomic_read_u64(&w->since_us) / 1000.0;
+		row->attempts = pg_atomic_read_u64(&w->attempts);
+		pg_read_barrier();
+		if (pg_atomic_read_u64(&w->key_hash) != h)
+			continue;
+		if (key[0] != '\0' && waiters_key_hash(key, strlen(key)) == h &&
+			row->prefix_len >= 0 && (size_t) row->prefix_len <= strlen(key))
+			row->key = pstrdup(key);
+		else
+			row->key = NULL;
+		n++;
+	}
+	return n;
 }
 
 /*

@@ -27,8 +27,20 @@ typedef struct RedlockWakeCount
 	uint64		direct;
 } RedlockWakeCount;
 
+/* A waiting backend, as redlock_waiters_list reads it. */
+typedef struct RedlockWaiterRow
+{
+	int			proc_number;	/* its PGPROC number */
+	char	   *key;			/* the Redis key it waits for, or NULL (too long to keep) */
+	int			prefix_len;		/* bytes of redlock.key_prefix at the start of key */
+	double		since_ms;		/* when the wait began (a redlock_clock_ms() time) */
+	uint64		attempts;		/* acquire attempts made in this wait */
+} RedlockWaiterRow;
+
 extern void RedlockWaitersInit(void);
-extern RedlockWaiter *redlock_waiters_begin(const char *key, bool *behind);
+extern RedlockWaiter *redlock_waiters_begin(const char *key, int prefix_len, bool *behind);
+extern void redlock_waiters_count_attempt(RedlockWaiter *waiter);
+extern int	redlock_waiters_list(RedlockWaiterRow **rows);
 extern void redlock_waiters_end(void);
 extern void redlock_waiters_read(RedlockWaiter *waiter, RedlockWakeCount *count);
 extern int	redlock_waiters_wake(const char *key, size_t len, bool direct);
