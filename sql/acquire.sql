@@ -78,6 +78,22 @@ SELECT redlock_acquire(E'quote'' "dq" space\nnewline ünïcødé');
 SELECT other(format('SELECT redlock_acquire(%L)', E'quote'' "dq" space\nnewline ünïcødé'));
 SELECT redlock_release(E'quote'' "dq" space\nnewline ünïcødé');
 
+-- 1.4: a bigint key, as pg_advisory_lock(bigint) takes one, names the resource of its
+-- decimal text: the same lock either way, in this session and for the other one.
+SELECT redlock_acquire(42, 30000) AS by_key, redlock_acquire('42', 30000) AS by_name;
+SELECT resource, session_holds FROM redlock_locks() WHERE resource = '42';
+SELECT other($$SELECT redlock_acquire('42')$$) AS other_by_name,
+       other($$SELECT redlock_acquire(42)$$) AS other_by_key;
+SELECT redlock_fencing_token(42) = redlock_fencing_token('42') AS same_token;
+SELECT redlock_extend(42, 20000) AS extended, redlock_release(42) AS first,
+       redlock_release('42') AS second;
+SELECT other($$SELECT redlock_xact_acquire(-7)$$) AS other_xact_by_key;
+SELECT other($$SELECT redlock_acquire(-7)$$) AS other_by_key,
+       redlock_acquire('-7') AS by_name;
+SELECT other($$SELECT redlock_release('-7')$$) AS other_released_by_name;
+SELECT redlock_claim(43, 1000) AS claimed_by_key, redlock_claim('43', 1000) AS claimed_by_name;
+SELECT redlock_acquire(NULL::bigint);
+
 -- The other session's locks go when it disconnects.
 SELECT other($$SELECT redlock_acquire('regress-exit')$$);
 SELECT dblink_disconnect('other');

@@ -31,6 +31,13 @@ SELECT has_function_privilege('public', 'redlock_fencing_token(text)', 'execute'
 SELECT has_function_privilege('public', 'redlock_waiters()', 'execute') AS waiters_public,
        obj_description('redlock_waiters()'::regprocedure, 'pg_proc') IS NOT NULL AS waiters_commented,
        (SELECT count(*) FROM redlock_waiters()) AS waiting;
+-- Every function of 1.4, the bigint forms too: not PUBLIC's, and commented.
+SELECT count(*) AS functions,
+       count(*) FILTER (WHERE has_function_privilege('public', p.oid, 'execute')) AS public,
+       count(*) FILTER (WHERE obj_description(p.oid, 'pg_proc') IS NULL) AS uncommented,
+       count(*) FILTER (WHERE pg_get_function_identity_arguments(p.oid) LIKE 'key bigint%') AS keyed
+  FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'redlock' AND d.deptype = 'e';
 
 -- redlock_claim: the first caller wins; a claim is not a held lock.
 SELECT redlock_claim('regress-claim', 1000) AS first, redlock_claim('regress-claim', 1000) AS second;

@@ -14,6 +14,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid_d.h"
+#include "catalog/pg_type_d.h"
 #include "common/string.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -39,7 +40,11 @@
 
 /*---- argument checks ----*/
 
-/* The resource argument: not NULL, not empty, at most REDLOCK_MAX_RESOURCE_LEN bytes. */
+/*
+ * The resource argument: not NULL, not empty, at most REDLOCK_MAX_RESOURCE_LEN bytes.
+ * The bigint overloads (1.4), for locks keyed as pg_advisory_lock(bigint) keys them,
+ * pass a key instead: it names the resource of its decimal text (key 42 is '42').
+ */
 static char *
 sql_arg_resource(FunctionCallInfo fcinfo, int argno)
 {
@@ -50,6 +55,8 @@ sql_arg_resource(FunctionCallInfo fcinfo, int argno)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("resource must not be null")));
+	if (get_fn_expr_argtype(fcinfo->flinfo, argno) == INT8OID)
+		return psprintf(INT64_FORMAT, PG_GETARG_INT64(argno));
 	resource = PG_GETARG_TEXT_PP(argno);
 	len = VARSIZE_ANY_EXHDR(resource);
 	if (len == 0)
@@ -246,6 +253,7 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope)
 /*
  * redlock_acquire(resource text, ttl_ms integer DEFAULT 30000, wait_ms integer
  *		DEFAULT 0) RETURNS boolean
+ * redlock_acquire(key bigint, ...) (1.4): the same, resource being key's decimal text
  *
  * Takes a session-scoped lock on resource for ttl_ms milliseconds (spec §3).  With
  * wait_ms 0, one attempt; otherwise retries with redlock.retry_delay plus up to
@@ -273,6 +281,7 @@ redlock_acquire(PG_FUNCTION_ARGS)
 /*
  * redlock_xact_acquire(resource text, ttl_ms integer DEFAULT 30000, wait_ms integer
  *		DEFAULT 0) RETURNS boolean
+ * redlock_xact_acquire(key bigint, ...) (1.4): resource being key's decimal text
  *
  * As redlock_acquire, but transaction-scoped: released right after the transaction
  * commits or aborts.  If its validity has run out (or an extension found it lost)
@@ -287,6 +296,7 @@ redlock_xact_acquire(PG_FUNCTION_ARGS)
 
 /*
  * redlock_claim(resource text, ttl_ms integer) RETURNS boolean
+ * redlock_claim(key bigint, ttl_ms integer) (1.4): resource being key's decimal text
  *
  * Claims resource for ttl_ms milliseconds with one quorum acquire (spec §3) that
  * nothing releases: not redlock_release, commit, abort or exit.  The claim ends when
@@ -322,6 +332,7 @@ redlock_claim(PG_FUNCTION_ARGS)
 
 /*
  * redlock_release(resource text) RETURNS boolean
+ * redlock_release(key bigint) (1.4): resource being key's decimal text
  *
  * Drops one session-scoped hold on resource; when none is left, deletes the key on
  * every master that still holds our token (spec §5).
@@ -355,6 +366,7 @@ redlock_release(PG_FUNCTION_ARGS)
 
 /*
  * redlock_extend(resource text, ttl_ms integer DEFAULT NULL) RETURNS boolean
+ * redlock_extend(key bigint, ttl_ms integer DEFAULT NULL) (1.4): likewise
  *
  * Sets a new TTL of ttl_ms milliseconds (NULL: the TTL the lock was acquired with) on
  * every master that still holds our token (spec §6).
@@ -402,6 +414,7 @@ redlock_extend(PG_FUNCTION_ARGS)
 
 /*
  * redlock_fencing_token(resource text) RETURNS bigint
+ * redlock_fencing_token(key bigint) (1.4): resource being key's decimal text
  *
  * The fencing token of a lock this session holds, at either scope (doc/redlock.md §9):
  * a number larger than the token of every earlier holder of resource, so that a
