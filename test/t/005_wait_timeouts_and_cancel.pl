@@ -4,7 +4,8 @@
 # wait_event_type 'Extension'; the cancel is sent once it does.  A cancel while requests
 # to hung (SIGSTOPped) masters are in flight: 57014 within one redlock.timeout (the undo
 # on the hung masters waits that long); once the masters resume, no stray key of the
-# cancelled attempt, and the next call in the same session works.
+# cancelled attempt, and the next call in the same session works.  With
+# redlock.retry_delay 0 the retries are not a hot loop (at most one attempt per ms).
 
 use strict;
 use warnings;
@@ -172,6 +173,16 @@ is($out, 't', '... and so does its release');
 is($redis->holding('after-cancel', 0), 0, '... everywhere');
 $redis->redis_all('DEL', 'cancelled');
 sql($waiter, "RESET redlock.timeout");
+
+# --- retry_delay 0 is not a hot loop ---
+
+sql($holder, "SELECT redlock_acquire('hot', 30000)");
+($out) = sql($waiter, "SELECT redlock_stats_reset(); SET redlock.retry_delay = 0; SET redlock.retry_jitter = 0;"
+	  . " SELECT redlock_acquire('hot', 30000, 500); SELECT attempts FROM redlock_stats();");
+my ($attempts) = $out =~ /(\d+)$/;
+cmp_ok($attempts, '<=', 550, "retry_delay 0: $attempts attempts in 500 ms (at most one per ms)");
+sql($holder, "SELECT redlock_release('hot')");
+sql($waiter, "RESET redlock.retry_delay; RESET redlock.retry_jitter");
 
 $holder->quit;
 $waiter->quit;
