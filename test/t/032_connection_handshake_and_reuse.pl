@@ -1,6 +1,6 @@
-# A backend's connection to each master starts with a handshake (SELECT of
-# redlock.database, AUTH) that must succeed before anything runs on it, and is then
-# reused while it is usable, checked in Redis:
+# A backend's connection to each master starts with a handshake (AUTH when a password is
+# set, SELECT when redlock.database is not 0) that must succeed before anything runs on
+# it, and is then reused while it is usable, checked in Redis:
 # - redlock.database: the keys land in that Redis database, and only there;
 # - a connection a master closed while idle (Redis timeout) is re-opened, not a failed
 #   call, also for the release at COMMIT;
