@@ -1,12 +1,13 @@
 # test/lib/PsqlSession.pm: talking to a cluster through psql, for the TAP tests.
 #
-#   use PsqlSession qw(session sql timed_psql wait_until);
+#   use PsqlSession qw(session sql timed_psql validity wait_until);
 #   my $s = session($node);                      # a psql of our own on NODE
 #   my ($out, $err, $secs) = sql($s, $query);    # this query's stdout and stderr only
 #   $s->start($query); ...; ($out, $err, $secs) = $s->finish;   # without waiting
 #   $s->pid; $s->quit;                           # its backend's PID; end it
 #   my ($out, $err, $secs) = timed_psql($node, $query);   # in a new psql
 #   wait_until($seconds, sub { ... });           # poll until true
+#   validity($s, 'job');                         # redlock_locks().validity_ms in $s
 #
 # A session is psql -XAtq -f - driven through IPC::Run, with our own buffers, so that each
 # query's stdout and stderr can be told apart without reaching into
@@ -26,7 +27,7 @@ use PostgreSQL::Test::Utils ();
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT_OK = qw(session sql timed_psql wait_until);
+our @EXPORT_OK = qw(session sql timed_psql validity wait_until);
 
 # A psql session of our own on NODE's database DBNAME (default postgres); see new below.
 # Options: extra_params (more psql arguments, e.g. -U).
@@ -54,6 +55,15 @@ sub timed_psql
 	$node->psql('postgres', "\\set VERBOSITY verbose\n$query",
 		stdout => \$out, stderr => \$err, on_error_stop => 0);
 	return ($out, $err, time - $t0);
+}
+
+# The remaining validity (ms) that SESSION believes it has on RESOURCE: its
+# redlock_locks().validity_ms ('' when it lists no such lock).
+sub validity
+{
+	my ($session, $resource) = @_;
+	my ($v) = sql($session, "SELECT validity_ms FROM redlock_locks() WHERE resource = '$resource'");
+	return $v;
 }
 
 # Calls CODE every 50 ms until it returns true or SECONDS pass; returns its last result.

@@ -4,7 +4,8 @@
 # library preloaded, plain users cannot set where or how backends connect, nor read the
 # password; EXECUTE is revoked from PUBLIC; awkward resource names (quotes, spaces,
 # newlines, multi-byte UTF-8, RESP look-alikes, exactly 1024 bytes) are stored as binary-
-# safe keys, and 1025 bytes is a 22023 error.
+# safe keys, and 1025 bytes is a 22023 error; the key is the UTF-8 form of the name
+# whatever the database encoding (a LATIN1 database and a UTF8 one contend for one key).
 
 use strict;
 use warnings;
@@ -320,6 +321,21 @@ for my $long ("repeat('a', 1025)", "repeat(convert_from('\\xc3a9'::bytea, 'UTF8'
 is(join(',', $redis->redis_all('DBSIZE')), join(',', @before), 'no key written for too-long names');
 ($out, $err) = sql($u, "SELECT redlock_acquire('', 30000)");
 like($err, qr/ERROR:\s+22023/, 'an empty name is a 22023 error');
+
+# --- encodings: the key is the UTF-8 form of the name ---
+
+$node->safe_psql('postgres',
+	"CREATE DATABASE latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+$node->safe_psql('latin1', 'CREATE EXTENSION redlock');
+my $l = session($node, 'latin1');
+sql($l, "SET client_encoding = 'UTF8'");
+($out) = sql($l, "SELECT redlock_acquire('café', 30000)");
+is($out, 't', 'encoding: a LATIN1 database acquires café');
+($out) = sql($u, "SELECT redlock_acquire('café', 30000)");
+is($out, 'f', 'encoding: a UTF8 database cannot take café meanwhile');
+is($redis->redis_cli(0, 'EXISTS', 'café'), '1', 'encoding: the key is the UTF-8 name');
+sql($l, "SELECT redlock_release('café')");
+$l->quit;
 
 $u->quit;
 $plain->quit;

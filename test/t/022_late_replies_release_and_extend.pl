@@ -5,11 +5,13 @@
 # then counted in redlock_nodes().late_replies); the master answers afterwards.  When the script was cached there, its EVALSHA does
 # the work on its own; when it was not (SCRIPT FLUSH, a restarted master), the master
 # answers NOSCRIPT, and the extension must still send the script (EVAL) for the release
-# or extension to happen there.
+# or extension to happen there.  A failed attempt's undo that comes late (NOSCRIPT after
+# SCRIPT FLUSH, then EVAL) never deletes the key of the attempt that won after it.
 
 use strict;
 use warnings;
 
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -173,6 +175,46 @@ for my $flush (0, 1)
 	  or diag("GET $key on master 4: " . $redis->redis_cli(4, 'GET', $key)
 		  . ', PTTL ' . $redis->redis_cli(4, 'PTTL', $key));
 	$redis->redis_all('DEL', $key);
+}
+
+# --- a failed attempt's late undo never deletes the next attempt's key ---
+# Another client holds "undo" on masters 0-2, so the acquire (retry_delay 0) fails and
+# retries at once; then masters 0-2 lose the other client's key and their script cache:
+# an undo answered NOSCRIPT is sent again late, and must not delete the key of the
+# attempt that won meanwhile.
+
+for my $try (1 .. 4)
+{
+	$redis->redis_cli($_, 'SET', 'undo', 'other-client', 'PX', '30000') for 0 .. 2;
+	my ($pout, $perr) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c',
+		  "SET redlock.retry_delay = 0; SET redlock.retry_jitter = 0;"
+		  . " SELECT redlock_acquire('undo', 30000, 5000); SELECT pg_sleep(4)" ],
+		'>', \$pout, '2>', \$perr);
+	usleep(150_000);
+	for my $i (0 .. 2)
+	{
+		$redis->redis_cli($i, 'SCRIPT', 'FLUSH');
+		$redis->redis_cli($i, 'DEL', 'undo');
+	}
+	# The session sleeps 4 s after its acquire, holding the lock: look meanwhile (each
+	# look runs redis-cli five times, which took over 3 s on a loaded machine).
+	ok( wait_until(
+			1,
+			sub {
+				my @v = grep { $_ ne '' && $_ ne 'other-client' } $redis->redis_all('GET', 'undo');
+				return @v >= 3;
+			}),
+		"undo try $try: the acquire's keys are on a majority once the other client's went");
+	usleep(300_000);
+	my @vals = grep { $_ ne '' } $redis->redis_all('GET', 'undo');
+	my %distinct = map { $_ => 1 } @vals;
+	cmp_ok(scalar(@vals), '>=', 3, "undo try $try: a majority still holds the winner's key 0.3 s later");
+	is(scalar(keys %distinct), 1, "undo try $try: with one token");
+	$h->finish;
+	like($pout, qr/^t$/m, "undo try $try: the acquire returned true");
+	$redis->redis_all('DEL', 'undo');
 }
 
 $s->quit;
