@@ -15,7 +15,7 @@ use Exporter 'import';
 
 use Checker::Schedules qw(_all_restart_delayed _delayed_out _extend_faults _fast_clock
   _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
-  _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
+  _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
 our @EXPORT_OK = qw(lease_scenarios scenario);
@@ -72,20 +72,8 @@ my %SCENARIOS = (
 		desc => 'SIGSTOP of 1 or 2 masters for 0.2-1 s (> redlock.timeout 50 ms), then SIGCONT',
 		masters => 'plain',
 		faults => sub {
-			my ($f) = @_;
-			my @plan = ([ [2], 0.5 ], [ [0], 1.0 ], [ [ 1, 3 ], 0.3 ], [ [4], 0.2 ],
+			_freeze_plan($_[0], [ [2], 0.5 ], [ [0], 1.0 ], [ [ 1, 3 ], 0.3 ], [ [4], 0.2 ],
 				[ [ 0, 2 ], 0.8 ], [ [3], 0.6 ]);
-			my ($t, $k) = (1.0, 0);
-			while (1)
-			{
-				my ($set, $secs) = @{ $plan[ $k++ % @plan ] };
-				last if $t + $secs + 0.3 > $f->{seconds};
-				$f->at($t);
-				$f->stop(@$set);
-				$f->at($t + $secs);
-				$f->cont(@$set);
-				$t += $secs + 0.7;
-			}
 		},
 	},
 	# A majority frozen for blips shorter than the wait (issue 26): an attempt that fewer

@@ -12,7 +12,7 @@ use Exporter 'import';
 
 our @EXPORT_OK = qw(_all_restart_delayed _delayed_out _extend_faults _fast_clock
   _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
-  _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
+  _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
 # Out of service for longer than the largest TTL in use (spec §8 "delayed restart").
@@ -246,13 +246,11 @@ sub _fast_clock
 	return;
 }
 
-# blip-majority: SIGSTOP of 3 of 5 masters for 0.2-0.6 s at a time (a different
-# majority each time), 0.7 s apart, from 1 s on.
-sub _majority_blips
+# SIGSTOP, in turn, of the masters of each [ [masters], seconds ] of PLAN for its
+# seconds, then SIGCONT; 0.7 s apart, from 1 s on, in a loop until the run ends.
+sub _freeze_plan
 {
-	my ($f) = @_;
-	my @plan = ([ [ 0, 1, 2 ], 0.4 ], [ [ 1, 3, 4 ], 0.2 ], [ [ 0, 2, 4 ], 0.6 ],
-		[ [ 0, 1, 3 ], 0.3 ]);
+	my ($f, @plan) = @_;
 	my ($t, $k) = (1.0, 0);
 	while (1)
 	{
@@ -264,6 +262,15 @@ sub _majority_blips
 		$f->cont(@$set);
 		$t += $secs + 0.7;
 	}
+	return;
+}
+
+# blip-majority: 3 of 5 masters frozen for 0.2-0.6 s at a time, another majority each time.
+sub _majority_blips
+{
+	my ($f) = @_;
+	_freeze_plan($f, [ [ 0, 1, 2 ], 0.4 ], [ [ 1, 3, 4 ], 0.2 ], [ [ 0, 2, 4 ], 0.6 ],
+		[ [ 0, 1, 3 ], 0.3 ]);
 	return;
 }
 
