@@ -50,7 +50,6 @@
 #include <math.h>
 #include <poll.h>
 
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 
@@ -299,40 +298,6 @@ call_hold_commands(CallState *cs, int i)
 	cs->calls[i].deferred = false;
 }
 
-/* Turns one reply to our command into outcome. */
-static void
-call_record_reply(const redisReply *reply, RedlockNodeOutcome *outcome)
-{
-	switch (reply->type)
-	{
-		case REDIS_REPLY_STATUS:
-			outcome->kind = (reply->len == 2 && memcmp(reply->str, "OK", 2) == 0)
-				? REDLOCK_REPLY_OK : REDLOCK_REPLY_OTHER;
-			break;
-		case REDIS_REPLY_NIL:
-			outcome->kind = REDLOCK_REPLY_NIL;
-			break;
-		case REDIS_REPLY_INTEGER:
-			outcome->kind = REDLOCK_REPLY_INTEGER;
-			outcome->integer = reply->integer;
-			break;
-		case REDIS_REPLY_STRING:
-			/* Only compared with other masters' values: keep a hash. */
-			outcome->kind = REDLOCK_REPLY_STRING;
-			outcome->integer = (long long)
-				hash_bytes_extended((const unsigned char *) reply->str, (int) reply->len, 0);
-			break;
-		case REDIS_REPLY_ERROR:
-			outcome->kind = REDLOCK_REPLY_ERROR;
-			snprintf(outcome->error, sizeof(outcome->error), "%.*s",
-					 (int) reply->len, reply->str);
-			break;
-		default:
-			outcome->kind = REDLOCK_REPLY_OTHER;
-			break;
-	}
-}
-
 /* The index of the call's command that entry is owed for, or -1 for another call's. */
 static int
 call_command_of(const CallState *cs, const RedlockOwed *entry)
@@ -452,7 +417,7 @@ call_node_read(CallState *cs, int i)
 			continue;
 		}
 
-		call_record_reply(reply, CALL_OUTCOME(cs, c, i));
+		redlock_conn_reply_outcome(reply, CALL_OUTCOME(cs, c, i));
 		freeReplyObject(reply);
 		redlock_owed_free(&entry);
 		CALL_AWAITING(cs, c, i) = false;

@@ -20,6 +20,7 @@
 
 #include <sys/socket.h>
 
+#include "common/hashfn.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
 
@@ -333,4 +334,45 @@ redlock_conn_io_reason(const RedlockConn *conn, char *reason, size_t reasonlen)
 	if (conn->tls == NULL || !redlock_tls_io_error(reason, reasonlen))
 		strlcpy(reason, conn->ctx->errstr[0] ? conn->ctx->errstr : "connection closed",
 				reasonlen);
+}
+
+/*
+ * redlock_conn_reply_outcome
+ *		Turns one reply (from redlock_conn_get_reply, a redisReply) to one of our
+ *		commands into outcome: OK, nil, an integer, a string (kept as a hash: values are
+ *		only compared between masters), Redis' error text, or anything else.  Raises
+ *		nothing.
+ */
+void
+redlock_conn_reply_outcome(const void *data, RedlockNodeOutcome *outcome)
+{
+	const redisReply *reply = data;
+
+	switch (reply->type)
+	{
+		case REDIS_REPLY_STATUS:
+			outcome->kind = (reply->len == 2 && memcmp(reply->str, "OK", 2) == 0)
+				? REDLOCK_REPLY_OK : REDLOCK_REPLY_OTHER;
+			break;
+		case REDIS_REPLY_NIL:
+			outcome->kind = REDLOCK_REPLY_NIL;
+			break;
+		case REDIS_REPLY_INTEGER:
+			outcome->kind = REDLOCK_REPLY_INTEGER;
+			outcome->integer = reply->integer;
+			break;
+		case REDIS_REPLY_STRING:
+			outcome->kind = REDLOCK_REPLY_STRING;
+			outcome->integer = (long long)
+				hash_bytes_extended((const unsigned char *) reply->str, (int) reply->len, 0);
+			break;
+		case REDIS_REPLY_ERROR:
+			outcome->kind = REDLOCK_REPLY_ERROR;
+			snprintf(outcome->error, sizeof(outcome->error), "%.*s",
+					 (int) reply->len, reply->str);
+			break;
+		default:
+			outcome->kind = REDLOCK_REPLY_OTHER;
+			break;
+	}
 }
