@@ -55,10 +55,16 @@ is($out, 't', "wait_ms 5000 with 3 of 5 masters frozen for 1 s: acquired (in ${s
 my ($a2, $u2) = attempts();
 cmp_ok($u2 - $u1, '>=', 1, '... after riding out attempts that fewer than a quorum answered');
 cmp_ok($a2 - $a1, '>=', 2, '... and retrying (' . ($a2 - $a1) . ' attempts)');
-my $same_token = sub { my $t = $_[0]; $t =~ /^[0-9a-f]{40}$/ && !grep { $_ ne $t } @_ };
-my @now = $redis->wait_all(5, $same_token, 'GET', 'blip-wait');
-ok($same_token->(@now),
-	'... every master holds the one winning token: the late SETs were undone behind them')
+# The winner's SET may still wait, unsent, in a new connection to a master that had
+# failed (the next call sends it): a quorum holds the key, and no master another token.
+my $one_token = sub {
+	my %tokens = map { $_ => 1 } grep { $_ ne '' } @_;
+	my ($t) = keys %tokens;
+	return keys %tokens == 1 && $t =~ /^[0-9a-f]{40}$/ && (grep { $_ eq $t } @_) >= 3;
+};
+my @now = $redis->wait_all(5, $one_token, 'GET', 'blip-wait');
+ok($one_token->(@now),
+	'... a quorum holds the winning token and no master another: the late SETs were undone behind them')
   or diag("GET blip-wait: @now");
 ($out) = sql($s, "SELECT redlock_release('blip-wait')");
 is($out, 't', '... and it is released');
