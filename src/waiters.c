@@ -202,6 +202,39 @@ redlock_waiters_count_attempt(RedlockWaiter *waiter)
 }
 
 /*
+ * Reads slot i between two reads of its hash: returns the hash of the key its backend
+ * waits for, or 0 when it waits for none or rewrote the slot meanwhile.  key (of
+ * REDLOCK_REGISTRY_KEY_LEN + 1 bytes) gets the key, or "" when the slot could not keep
+ * it (too long) or the key read does not hash to the hash; row, unless NULL, gets the
+ * slot's other fields.
+ */
+static uint64
+waiters_read_slot(int i, char *key, RedlockWaiterRow *row)
+{
+	RedlockWaiter *w = &waiters[i];
+	uint64		h = pg_atomic_read_u64(&w->key_hash);
+
+	if (h == 0)
+		return 0;
+	pg_read_barrier();
+	memcpy(key, w->key, REDLOCK_REGISTRY_KEY_LEN + 1);	/* not strlcpy: it may be mid-write */
+	key[REDLOCK_REGISTRY_KEY_LEN] = '\0';
+	if (row)
+	{
+		row->proc_number = i;
+		row->prefix_len = w->prefix_len;
+		row->since_ms = pg_atomic_read_u64(&w->since_us) / 1000.0;
+		row->attempts = pg_atomic_read_u64(&w->attempts);
+	}
+	pg_read_barrier();
+	if (pg_atomic_read_u64(&w->key_hash) != h)
+		return 0;
+	if (key[0] != '\0' && waiters_key_hash(key, strlen(key)) != h)
+		key[0] = '\0';
+	return h;
+}
+
+/*
  * redlock_waiters_list
  *		The backends of this cluster waiting for a busy lock now, into *rows (palloc'd):
  *		each one's PGPROC number, Redis key (palloc'd; NULL when too long to keep),
@@ -212,6 +245,7 @@ redlock_waiters_count_attempt(RedlockWaiter *waiter)
 int
 redlock_waiters_list(RedlockWaiterRow **rows)
 {
+	char		key[REDLOCK_REGISTRY_KEY_LEN + 1];
 	int			n = 0;
 
 	*rows = NULL;
@@ -220,25 +254,11 @@ redlock_waiters_list(RedlockWaiterRow **rows)
 	*rows = palloc(sizeof(RedlockWaiterRow) * MaxBackends);
 	for (int i = 0; i < MaxBackends; i++)
 	{
-		RedlockWaiter *w = &waiters[i];
-		uint64		h = pg_atomic_read_u64(&w->key_hash);
 		RedlockWaiterRow *row = &(*rows)[n];
-		char		key[REDLOCK_REGISTRY_KEY_LEN + 1];
 
-		if (h == 0)
+		if (waiters_read_slot(i, key, row) == 0)
 			continue;
-		pg_read_barrier();
-		memcpy(key, w->key, sizeof(key));	/* not strlcpy: it may be mid-write */
-		key[sizeof(key) - 1] = '\0';
-		row->proc_number = i;
-		row->prefix_len = w->prefix_len;
-		row->since_ms = pg_atomic_read_u64(&w->since_us) / 1000.0;
-		row->attempts = pg_atomic_read_u64(&w->attempts);
-		pg_read_barrier();
-		if (pg_atomic_read_u64(&w->key_hash) != h)
-			continue;
-		if (key[0] != '\0' && waiters_key_hash(key, strlen(key)) == h &&
-			row->prefix_len >= 0 && (size_t) row->prefix_len <= strlen(key))
+		if (key[0] != '\0' && row->prefix_len >= 0 && (size_t) row->prefix_len <= strlen(key))
 			row->key = pstrdup(key);
 		else
 			row->key = NULL;
@@ -263,22 +283,8 @@ redlock_waiters_keys(void (*fn) (const char *key, size_t len, void *arg), void *
 	if (waiters == NULL)
 		return;
 	for (int i = 0; i < MaxBackends; i++)
-	{
-		uint64		h = pg_atomic_read_u64(&waiters[i].key_hash);
-		size_t		len;
-
-		if (h == 0)
-			continue;
-		pg_read_barrier();
-		memcpy(key, waiters[i].key, sizeof(key));	/* not strlcpy: it may be mid-write */
-		key[sizeof(key) - 1] = '\0';
-		pg_read_barrier();
-		len = strlen(key);
-		if (len == 0 || pg_atomic_read_u64(&waiters[i].key_hash) != h ||
-			waiters_key_hash(key, len) != h)
-			continue;
-		fn(key, len, arg);
-	}
+		if (waiters_read_slot(i, key, NULL) != 0 && key[0] != '\0')
+			fn(key, strlen(key), arg);
 }
 
 /*
