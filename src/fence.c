@@ -127,13 +127,6 @@ fence_accept_counter(const RedlockNodeOutcome *outcome)
 	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer >= 0;
 }
 
-/* A write reply that set the counter. */
-static bool
-fence_accept_written(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 1;
-}
-
 /* Fills command with a call of script on key and counter_key with up to two args. */
 static void
 fence_command(RedlockCommand *command, RedlockScript *script,
@@ -156,25 +149,11 @@ fence_command(RedlockCommand *command, RedlockScript *script,
 		command->argvlen[i] = strlen(command->argv[i]);
 }
 
-/* A reply at all: the scripts reply integers only. */
-static bool
-fence_answered(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_INTEGER;
-}
-
 /* A read reply from a master where our key is not. */
 static bool
 fence_read_gone(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == -1;
-}
-
-/* A write reply from a master where our key is not. */
-static bool
-fence_write_gone(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 0;
 }
 
 /*
@@ -251,7 +230,7 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 	fence_command(&command, &fence_read_script, fence_accept_counter, result->quorum,
 				  key, counter_key, token, NULL, NULL);
 	redlock_nodes_run(set, &command, 1, false, outcomes);
-	gone = redlock_tally_round(outcomes, fence_accept_counter, fence_answered,
+	gone = redlock_tally_round(outcomes, fence_accept_counter, redlock_tally_integer,
 							   fence_read_gone, result);
 	if (result->accepted < result->quorum)
 	{
@@ -268,11 +247,11 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 		int64		highest = 0;
 
 		snprintf(fence_text, sizeof(fence_text), INT64_FORMAT, next);
-		fence_command(&command, &fence_write_script, fence_accept_written, result->quorum,
+		fence_command(&command, &fence_write_script, redlock_tally_one, result->quorum,
 					  key, counter_key, token, fence_text, ttl_text);
 		redlock_nodes_run(set, &command, 1, false, outcomes);
-		gone = redlock_tally_round(outcomes, fence_accept_written, fence_answered,
-								   fence_write_gone, result);
+		gone = redlock_tally_round(outcomes, redlock_tally_one, redlock_tally_integer,
+								   redlock_tally_zero, result);
 		result->attempts = round + 1;
 		if (result->accepted >= result->quorum)
 		{

@@ -111,32 +111,11 @@ quorum_accept_ok(const RedlockNodeOutcome *outcome)
 	return outcome->kind == REDLOCK_REPLY_OK;
 }
 
-/* A PTTL reply. */
-static bool
-quorum_accept_integer(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_INTEGER;
-}
-
 /* A GET reply: the key's value, or none. */
 static bool
 quorum_accept_value(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_STRING || outcome->kind == REDLOCK_REPLY_NIL;
-}
-
-/* A release or extend script reply that acted on our key. */
-static bool
-quorum_accept_one(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 1;
-}
-
-/* A release or extend script reply from a master where our key is not. */
-static bool
-quorum_gone_zero(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 0;
 }
 
 /* A SET NX reply at all: granted, or refused because the key is there. */
@@ -201,7 +180,7 @@ quorum_script_command(RedlockCommand *command, RedlockScript *script, const char
 {
 	memset(command, 0, sizeof(*command));
 	command->need = need;
-	command->accept = quorum_accept_one;
+	command->accept = redlock_tally_one;
 	command->script = script;
 	command->argv[0] = key;
 	command->argv[1] = token;
@@ -296,7 +275,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 
 	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
 	quorum_key_command(get, "GET", key, quorum_accept_value, result->quorum);
-	quorum_key_command(pttl, "PTTL", key, quorum_accept_integer, result->quorum);
+	quorum_key_command(pttl, "PTTL", key, redlock_tally_integer, result->quorum);
 
 	/* Queue behind this cluster's waiters: the oldest is woken first (waiters.c). */
 	if (waiter && behind && wait_ms != 0)
@@ -425,7 +404,7 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 		result->elapsed_ms = elapsed_ms;
 		quorum_debug_outcomes(set, "release", locks[k].key, mine, count, elapsed_ms);
 		redlock_stats_count(REDLOCK_STAT_RELEASED);
-		redlock_tally_round(mine, quorum_accept_one, quorum_accept_integer, NULL, result);
+		redlock_tally_round(mine, redlock_tally_one, redlock_tally_integer, NULL, result);
 		result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 		result->node_errors = redlock_node_errors(set, mine, count);
 	}
@@ -485,8 +464,8 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 		result->elapsed_ms = elapsed_ms;
 		result->attempts = 1;
 		quorum_debug_outcomes(set, "extend", locks[k].key, mine, count, elapsed_ms);
-		gone = redlock_tally_round(mine, quorum_accept_one, quorum_accept_integer,
-								   quorum_gone_zero, result);
+		gone = redlock_tally_round(mine, redlock_tally_one, redlock_tally_integer,
+								   redlock_tally_zero, result);
 
 		if (result->accepted >= result->quorum && ttls_ms[k] - elapsed_ms - drift_ms > 0)
 		{

@@ -2,7 +2,8 @@
  *
  * tally.c
  *	  One round's replies counted, written once for the acquire, release and extend
- *	  rounds (quorum.c) and the fencing rounds (fence.c).
+ *	  rounds (quorum.c) and the fencing rounds (fence.c), with the reply tests they
+ *	  share (an integer, 0, 1).
  *
  * Invariant: a lock is lost for certain only when more masters than a quorum can spare
  * (node_count - quorum) answered that our key is not there.  Fewer such answers, with
@@ -16,6 +17,39 @@
 
 #include "redlock.h"
 #include "tally.h"
+
+/*
+ * redlock_tally_integer
+ *		A RedlockOutcomeTest: an integer reply (every script of ours replies one, and
+ *		PTTL).  Raises nothing.
+ */
+bool
+redlock_tally_integer(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER;
+}
+
+/*
+ * redlock_tally_zero
+ *		A RedlockOutcomeTest: the integer 0, which the release, extend and fencing write
+ *		scripts reply where our key is not.  Raises nothing.
+ */
+bool
+redlock_tally_zero(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 0;
+}
+
+/*
+ * redlock_tally_one
+ *		A RedlockOutcomeTest: the integer 1, which the release, extend and fencing write
+ *		scripts reply where they acted on our key.  Raises nothing.
+ */
+bool
+redlock_tally_one(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 1;
+}
 
 /*
  * redlock_tally_round

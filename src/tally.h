@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * tally.h
- *	  One round's replies counted (tally.c): accepted, answered, failed, and the rule
- *	  that says a lock is lost for certain.
+ *	  One round's replies counted (tally.c): accepted, answered, failed, the rule that
+ *	  says a lock is lost for certain, and the reply tests the rounds share.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +14,9 @@
 /* Says whether one master's outcome is of a kind (accepted, an answer, "key gone"). */
 typedef bool (*RedlockOutcomeTest) (const RedlockNodeOutcome *outcome);
 
+extern bool redlock_tally_integer(const RedlockNodeOutcome *outcome);
+extern bool redlock_tally_zero(const RedlockNodeOutcome *outcome);
+extern bool redlock_tally_one(const RedlockNodeOutcome *outcome);
 extern int	redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcomeTest accepted,
 								RedlockOutcomeTest answer, RedlockOutcomeTest gone,
 								RedlockResult *result);
