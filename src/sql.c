@@ -33,44 +33,13 @@
 #include "nodeset.h"
 #include "redlock.h"
 #include "registry.h"
+#include "sqlarg.h"
 #include "stats.h"
 #include "validity.h"
 #include "waiters.h"
 #include "xact.h"
 
 /*---- argument checks ----*/
-
-/*
- * The resource argument: not NULL, not empty, at most REDLOCK_MAX_RESOURCE_LEN bytes.
- * The bigint overloads (1.4), for locks keyed as pg_advisory_lock(bigint) keys them,
- * pass a key instead: it names the resource of its decimal text (key 42 is '42').
- */
-static char *
-sql_arg_resource(FunctionCallInfo fcinfo, int argno)
-{
-	text	   *resource;
-	int			len;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("resource must not be null")));
-	if (get_fn_expr_argtype(fcinfo->flinfo, argno) == INT8OID)
-		return psprintf(INT64_FORMAT, PG_GETARG_INT64(argno));
-	resource = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(resource);
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("resource must not be empty")));
-	if (len > REDLOCK_MAX_RESOURCE_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("resource name is too long"),
-				 errdetail("The name is %d bytes long; the limit is %d bytes.",
-						   len, REDLOCK_MAX_RESOURCE_LEN)));
-	return text_to_cstring(resource);
-}
 
 /* The ttl_ms argument: 1..REDLOCK_MAX_TTL_MS; NULL gives null_ttl when allowed. */
 static int
@@ -126,41 +95,6 @@ sql_arg_wait(FunctionCallInfo fcinfo, int argno)
 	return wait_ms;
 }
 
-/*
- * Refuses to take a lock while redlock.servers lists no master, or while redlock.quorum
- * does not fit the masters it lists (redlock.servers changed after it was set).
- */
-static void
-sql_require_servers(void)
-{
-	const char *problem;
-
-	if (redlock_server_list == NULL || redlock_server_list->count == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("no Redis masters are configured"),
-				 errhint("Set redlock.servers to the masters' host:port items, for example in postgresql.conf.")));
-	problem = redlock_quorum_problem(redlock_quorum, redlock_server_list->count);
-	if (problem)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("redlock.quorum does not fit redlock.servers"),
-				 errdetail("%s", problem),
-				 errhint("Set redlock.quorum from %d to %d, or to 0 for a majority.",
-						 redlock_server_list->count / 2 + 1, redlock_server_list->count)));
-}
-
-/* Locks live in this backend: a parallel worker's would vanish with it. */
-static void
-sql_refuse_parallel_mode(void)
-{
-	if (IsInParallelMode())
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-				 errmsg("cannot use redlock locks during a parallel operation"),
-				 errhint("Mark functions that take or release redlock locks PARALLEL UNSAFE.")));
-}
-
 static void
 sql_warn_not_held(const char *resource)
 {
@@ -201,15 +135,15 @@ sql_report_worker_silent(const char *resource, const RedlockResult *result)
 static bool
 sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope)
 {
-	char	   *resource = sql_arg_resource(fcinfo, 0);
+	char	   *resource = redlock_sqlarg_resource(fcinfo, 0);
 	int			ttl_ms = sql_arg_ttl(fcinfo, 1, false, 0);
 	int			wait_ms = sql_arg_wait(fcinfo, 2);
 	bool		bounded_by_lock_timeout = false;
 	bool		was_lost;
 	RedlockResult result;
 
-	sql_refuse_parallel_mode();
-	sql_require_servers();
+	redlock_sqlarg_refuse_parallel();
+	redlock_sqlarg_require_servers();
 	redlock_hooks_register();
 
 	/* An unlimited wait still honours lock_timeout, as PostgreSQL's lock waits do. */
@@ -313,12 +247,12 @@ PG_FUNCTION_INFO_V1(redlock_claim);
 Datum
 redlock_claim(PG_FUNCTION_ARGS)
 {
-	char	   *resource = sql_arg_resource(fcinfo, 0);
+	char	   *resource = redlock_sqlarg_resource(fcinfo, 0);
 	int			ttl_ms = sql_arg_ttl(fcinfo, 1, false, 0);
 	RedlockResult result;
 
-	sql_refuse_parallel_mode();
-	sql_require_servers();
+	redlock_sqlarg_refuse_parallel();
+	redlock_sqlarg_require_servers();
 	if (redlock_lock_claim(resource, ttl_ms, &result))
 		PG_RETURN_BOOL(true);
 	if (result.status == REDLOCK_UNAVAILABLE)
@@ -346,10 +280,10 @@ PG_FUNCTION_INFO_V1(redlock_release);
 Datum
 redlock_release(PG_FUNCTION_ARGS)
 {
-	char	   *resource = sql_arg_resource(fcinfo, 0);
+	char	   *resource = redlock_sqlarg_resource(fcinfo, 0);
 	RedlockReleaseInfo info;
 
-	sql_refuse_parallel_mode();
+	redlock_sqlarg_refuse_parallel();
 	switch (redlock_lock_release(resource, &info))
 	{
 		case REDLOCK_NOT_HELD:
@@ -384,11 +318,11 @@ PG_FUNCTION_INFO_V1(redlock_extend);
 Datum
 redlock_extend(PG_FUNCTION_ARGS)
 {
-	char	   *resource = sql_arg_resource(fcinfo, 0);
+	char	   *resource = redlock_sqlarg_resource(fcinfo, 0);
 	int			ttl_ms = sql_arg_ttl(fcinfo, 1, true, 0);
 	RedlockResult result;
 
-	sql_refuse_parallel_mode();
+	redlock_sqlarg_refuse_parallel();
 	switch (redlock_lock_extend(resource, ttl_ms, &result))
 	{
 		case REDLOCK_NOT_HELD:
@@ -430,12 +364,12 @@ PG_FUNCTION_INFO_V1(redlock_fencing_token);
 Datum
 redlock_fencing_token(PG_FUNCTION_ARGS)
 {
-	char	   *resource = sql_arg_resource(fcinfo, 0);
+	char	   *resource = redlock_sqlarg_resource(fcinfo, 0);
 	int64		fence = 0;
 	RedlockLossCause cause;
 	RedlockResult result;
 
-	sql_refuse_parallel_mode();
+	redlock_sqlarg_refuse_parallel();
 	switch (redlock_lock_fencing_token(resource, &fence, &cause, &result))
 	{
 		case REDLOCK_HELD:
@@ -483,7 +417,7 @@ PG_FUNCTION_INFO_V1(redlock_release_all);
 Datum
 redlock_release_all(PG_FUNCTION_ARGS)
 {
-	sql_refuse_parallel_mode();
+	redlock_sqlarg_refuse_parallel();
 	PG_RETURN_INT32(redlock_lock_release_session(redlock_warn_release));
 }
 
@@ -593,39 +527,6 @@ redlock_nodes(PG_FUNCTION_ARGS)
 }
 
 /*
- * The resource a waiter's key names (name: the key after its prefix, in UTF-8) as text
- * in this database's encoding, into *out; false when this database cannot show it (a
- * waiter of a database whose encoding has characters this one lacks).  Never raises
- * for the name, which another backend wrote.
- */
-static bool
-sql_resource_from_utf8(const char *name, Datum *out)
-{
-	int			len = strlen(name);
-	int			encoding = GetDatabaseEncoding();
-	Oid			proc;
-	char	   *buf;
-
-	if (!pg_verify_mbstr(PG_UTF8, name, len, true))
-		return false;
-	if (encoding == PG_UTF8 || encoding == PG_SQL_ASCII || pg_is_ascii(name))
-	{
-		*out = CStringGetTextDatum(name);
-		return true;
-	}
-	proc = FindDefaultConversionProc(PG_UTF8, encoding);
-	if (!OidIsValid(proc))
-		return false;
-	buf = palloc((Size) len * MAX_CONVERSION_GROWTH + 1);
-	if (pg_do_encoding_conversion_buf(proc, PG_UTF8, encoding, (unsigned char *) name, len,
-									  (unsigned char *) buf, len * MAX_CONVERSION_GROWTH + 1,
-									  true) < len)
-		return false;
-	*out = CStringGetTextDatum(buf);
-	return true;
-}
-
-/*
  * redlock_waiters() RETURNS SETOF record (1.4)
  *
  * One row per backend of this cluster waiting for a busy lock now (redlock_acquire or
@@ -666,7 +567,7 @@ redlock_waiters(PG_FUNCTION_ARGS)
 			continue;			/* gone meanwhile */
 		values[0] = Int32GetDatum(pid);
 		nulls[1] = rows[i].key == NULL || !(read_all || has_privs_of_role(GetUserId(), role)) ||
-			!sql_resource_from_utf8(rows[i].key + rows[i].prefix_len, &values[1]);
+			!redlock_sqlarg_resource_from_utf8(rows[i].key + rows[i].prefix_len, &values[1]);
 		values[2] = TimestampTzGetDatum(now - (TimestampTz) ((now_ms - rows[i].since_ms) * 1000.0));
 		values[3] = Int64GetDatum((int64) rows[i].attempts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -1,0 +1,20 @@
+/*-------------------------------------------------------------------------
+ *
+ * sqlarg.h
+ *	  The SQL functions' shared checks (sqlarg.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REDLOCK_SQLARG_H
+#define REDLOCK_SQLARG_H
+
+#include "fmgr.h"
+
+#include "redlock.h"
+
+extern char *redlock_sqlarg_resource(FunctionCallInfo fcinfo, int argno);
+extern void redlock_sqlarg_require_servers(void);
+extern void redlock_sqlarg_refuse_parallel(void);
+extern bool redlock_sqlarg_resource_from_utf8(const char *name, Datum *out);
+
+#endif							/* REDLOCK_SQLARG_H */
