@@ -219,6 +219,19 @@ call_node_write(CallState *cs, int i)
 		call_progressed(cs, i);
 }
 
+/* Command's arguments as node i gets them: its own last argument, if it has one. */
+static void
+call_node_argv(const RedlockCommand *command, int i, const char **argv, size_t *argvlen)
+{
+	memcpy(argv, command->argv, sizeof(command->argv[0]) * command->argc);
+	memcpy(argvlen, command->argvlen, sizeof(command->argvlen[0]) * command->argc);
+	if (command->node_last_arg)
+	{
+		argv[command->argc - 1] = command->node_last_arg[i];
+		argvlen[command->argc - 1] = strlen(command->node_last_arg[i]);
+	}
+}
+
 /*
  * Appends every command of the call to node i, now that its connection can take them,
  * and sends what it can.  The node's deadline runs from now.
@@ -233,9 +246,12 @@ call_send_commands(CallState *cs, int i)
 	for (int c = 0; c < cs->ncommands; c++)
 	{
 		const RedlockCommand *command = &cs->commands[c];
+		const char *argv[REDLOCK_MAX_ARGS];
+		size_t		argvlen[REDLOCK_MAX_ARGS];
 
+		call_node_argv(command, i, argv, argvlen);
 		if (!redlock_node_append_command(cs->set, node, cs->first_id + c, command->script, false,
-								 command->argc, command->argv, command->argvlen))
+								 command->argc, argv, argvlen))
 		{
 			call_node_fail(cs, i, "out of memory");
 			return;
@@ -289,10 +305,13 @@ call_hold_commands(CallState *cs, int i)
 	for (int c = 0; c < cs->ncommands; c++)
 	{
 		const RedlockCommand *command = &cs->commands[c];
+		const char *argv[REDLOCK_MAX_ARGS];
+		size_t		argvlen[REDLOCK_MAX_ARGS];
 		RedlockOwed	entry;
 
+		call_node_argv(command, i, argv, argvlen);
 		redlock_owed_fill(cs->set->context, &entry, cs->first_id + c, command->script, false,
-				   command->argc, command->argv, command->argvlen);
+				   command->argc, argv, argvlen);
 		redlock_owed_queue_push(cs->set->context, &node->queued, &entry);
 	}
 	cs->calls[i].deferred = false;
@@ -417,7 +436,7 @@ call_node_read(CallState *cs, int i)
 			continue;
 		}
 
-		redlock_conn_reply_outcome(reply, CALL_OUTCOME(cs, c, i));
+		redlock_conn_reply_outcome(reply, cs->commands[c].keep_text, CALL_OUTCOME(cs, c, i));
 		freeReplyObject(reply);
 		redlock_owed_free(&entry);
 		CALL_AWAITING(cs, c, i) = false;

@@ -340,11 +340,12 @@ redlock_conn_io_reason(const RedlockConn *conn, char *reason, size_t reasonlen)
  * redlock_conn_reply_outcome
  *		Turns one reply (from redlock_conn_get_reply, a redisReply) to one of our
  *		commands into outcome: OK, nil, an integer, a string (kept as a hash: values are
- *		only compared between masters), Redis' error text, or anything else.  Raises
- *		nothing.
+ *		only compared between masters; with keep_text also whole, palloc'd in the
+ *		current memory context), Redis' error text, or anything else.  Raises only
+ *		out-of-memory errors (ERROR 53200), and only with keep_text.
  */
 void
-redlock_conn_reply_outcome(const void *data, RedlockNodeOutcome *outcome)
+redlock_conn_reply_outcome(const void *data, bool keep_text, RedlockNodeOutcome *outcome)
 {
 	const redisReply *reply = data;
 
@@ -365,6 +366,13 @@ redlock_conn_reply_outcome(const void *data, RedlockNodeOutcome *outcome)
 			outcome->kind = REDLOCK_REPLY_STRING;
 			outcome->integer = (long long)
 				hash_bytes_extended((const unsigned char *) reply->str, (int) reply->len, 0);
+			if (keep_text)
+			{
+				outcome->text = palloc(reply->len + 1);
+				memcpy(outcome->text, reply->str, reply->len);
+				outcome->text[reply->len] = '\0';
+				outcome->text_len = (int) reply->len;
+			}
 			break;
 		case REDIS_REPLY_ERROR:
 			outcome->kind = REDLOCK_REPLY_ERROR;

@@ -73,7 +73,8 @@ extern RedlockConnReply redlock_conn_get_reply(RedlockConn *conn, void **reply);
 extern void redlock_conn_protocol_reason(const RedlockConn *conn, char *reason,
 										 size_t reasonlen);
 extern void redlock_conn_io_reason(const RedlockConn *conn, char *reason, size_t reasonlen);
-extern void redlock_conn_reply_outcome(const void *data, RedlockNodeOutcome *outcome);
+extern void redlock_conn_reply_outcome(const void *data, bool keep_text,
+									   RedlockNodeOutcome *outcome);
 extern void redlock_conn_handshake(RedlockConnHandshake *handshake, const char *username,
 								   const char *password, int database);
 

@@ -28,7 +28,7 @@
 #include "node.h"
 
 /* The scripts every connection loads in its handshake. */
-#define REDLOCK_MAX_SCRIPTS 8
+#define REDLOCK_MAX_SCRIPTS 16
 static RedlockScript *scripts[REDLOCK_MAX_SCRIPTS];
 static int	script_count = 0;
 

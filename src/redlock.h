@@ -84,6 +84,9 @@ typedef struct RedlockNodeOutcome
 	long long	integer;
 	double		elapsed_ms;		/* from the start of the call to this outcome */
 	char		error[REDLOCK_NODE_ERROR_LEN];	/* failure or error reply text, or "" */
+	char	   *text;			/* a string reply's bytes (palloc'd, NUL-added) when the
+								 * command asked for them (keep_text), else NULL */
+	int			text_len;
 } RedlockNodeOutcome;
 
 /* True when a node failed: no reply at all, or an error reply from Redis. */
@@ -119,6 +122,10 @@ typedef struct RedlockScript
  * nodes answered at all.  Replies that arrive later are read, counted and dropped by
  * the next call on the same connection.  need 0 waits for every node; need -1 only
  * sends.
+ *
+ * node_last_arg: NULL, or one text per node that replaces argv[argc - 1] at that node
+ * (a SCAN cursor: each master has its own).  keep_text: string replies are kept whole
+ * in the outcomes (text), in the caller's memory context, not only as a hash.
  */
 typedef struct RedlockCommand
 {
@@ -128,6 +135,8 @@ typedef struct RedlockCommand
 	int			argc;
 	const char *argv[REDLOCK_MAX_ARGS];
 	size_t		argvlen[REDLOCK_MAX_ARGS];
+	const char *const *node_last_arg;
+	bool		keep_text;
 } RedlockCommand;
 
 /* The masters of one configuration (servers, credentials, database); opaque. */
@@ -211,6 +220,24 @@ typedef struct RedlockKeyToken
  * release costs no message unless some cluster waits for that very key.  See Wire format.
  */
 #define REDLOCK_RELEASE_CHANNEL_PREFIX "redlock:released:"
+
+/*
+ * The holder record of a lock (holder.c) lives beside its key under this name, as Lua
+ * text for the scripts that write, extend, delete and read it: the key, then the byte
+ * 0xFF and "holder" (no UTF-8 text contains 0xFF; and an ACL key pattern "prefix*" that
+ * lets a user write the key lets it write the record too).  Its value is the lock's
+ * token, a tab, then the record; a record whose token is not the key's is stale and is
+ * never shown.  The scripts touch it with redis.pcall, so that a master refusing it
+ * (an ACL naming exact keys) changes nothing for the lock itself.
+ */
+#define REDLOCK_HOLDER_KEY_LUA "KEYS[1] .. \"\\255holder\""
+
+/*
+ * A resource's fencing counter (fence.c) is named by this prefix and the lock's key,
+ * and lives this long after the last token taken from it: 30 days.
+ */
+#define REDLOCK_FENCE_KEY_PREFIX		"\xff" "fence:"
+#define REDLOCK_FENCE_COUNTER_TTL_MS	INT64CONST(2592000000)
 
 /* ---- holds and what becomes of a lock (holds.c, locktable.c, lockops.c) ---- */
 
