@@ -212,7 +212,7 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 {
 	RedlockNodeOutcome *outcomes;
 	RedlockCommand command;
-	char	   *counter_key = psprintf("\xff" "fence:%s", key);
+	char	   *counter_key = psprintf(REDLOCK_FENCE_KEY_PREFIX "%s", key);
 	char		fence_text[24];
 	char		ttl_text[24];
 	int64		next = 0;

@@ -46,6 +46,7 @@ char	   *redlock_password_file = NULL;
 int			redlock_database = 0;
 int			redlock_commit_margin_ms = 100;
 bool		redlock_auto_extend = false;
+bool		redlock_record_holder = true;
 bool		redlock_cancel_on_loss = true;
 int			redlock_max_auto_extended_locks = 1000;
 int			redlock_max_auto_extended_locks_per_role = 100;
@@ -598,6 +599,16 @@ RedlockGucInit(void)
 							 "Cancels the owner's statement when an auto-extended lock is lost.",
 							 "Read when the lock is acquired.",
 							 &redlock_cancel_on_loss,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("redlock.record_holder",
+							 "Writes who takes a lock beside its key, for redlock_lock_info.",
+							 "Costs one more key per lock on each master, written by the "
+							 "acquire script in the same round trip as the lock's SET.",
+							 &redlock_record_holder,
 							 true,
 							 PGC_USERSET,
 							 0,

@@ -22,6 +22,7 @@ extern char *redlock_password_file;
 extern int	redlock_database;
 extern int	redlock_commit_margin_ms;
 extern bool redlock_auto_extend;
+extern bool redlock_record_holder;
 extern bool redlock_cancel_on_loss;
 extern int	redlock_max_auto_extended_locks;
 extern int	redlock_max_auto_extended_locks_per_role;

@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "fence.h"
 #include "guc.h"
+#include "holder.h"
 #include "lease.h"
 #include "lockops.h"
 #include "locktable.h"
@@ -98,6 +99,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 {
 	RedlockNodeSet *set = redlock_nodeset_current();
 	RedlockHeldLock *lock;
+	char	   *holder = NULL;
 
 	*was_lost = false;
 	lock = redlock_locktable_find(resource);
@@ -147,9 +149,11 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 	redlock_locktable_add_hold(lock, scope);
 	if (redlock_auto_extend)
 		redlock_locktable_register(lock);
+	if (redlock_record_holder)
+		holder = redlock_holder_record(scope == REDLOCK_SCOPE_XACT ? "transaction" : "session");
 	if (wait_ms == 0)
-		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, 0, NULL, false,
-							   result);
+		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, 0, holder, NULL,
+							   false, result);
 	else
 	{
 		/*
@@ -160,10 +164,12 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		RedlockWaiter *waiter = redlock_waiters_begin(lock->key, lock->prefix_len,
 													   &behind);
 
-		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms,
+		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms, holder,
 							   waiter, behind, result);
 		redlock_waiters_end();
 	}
+	if (holder)
+		pfree(holder);
 	if (result->status != REDLOCK_OK)
 	{
 		/* The attempt was undone on the masters already (spec §3 step 5). */
@@ -199,11 +205,16 @@ redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result)
 {
 	char		token[REDLOCK_TOKEN_LEN + 1];
 	char	   *key;
+	char	   *holder = NULL;
 
 	key = redlock_locktable_make_key(resource, NULL);
-	redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, NULL, false,
-						   result);
+	if (redlock_record_holder)
+		holder = redlock_holder_record("claim");
+	redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, holder, NULL,
+						   false, result);
 	pfree(key);
+	if (holder)
+		pfree(holder);
 	return result->status == REDLOCK_OK;
 }
 

@@ -37,10 +37,12 @@
  * Spec §2: delete the key only while it still holds our token; then tell waiters on
  * the key's own release channel (the message is the key), so that they retry at once.
  * Only clusters with a backend waiting for that key subscribe to it (subscription.c).
+ * The holder record goes with the key.
  */
 static RedlockScript release_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
 	"local n = redis.call(\"del\", KEYS[1]) "
+	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
 	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1]) "
 	"return n else return 0 end",
 	.redeliver = true
@@ -52,14 +54,31 @@ static RedlockScript release_script = {
  */
 static RedlockScript quiet_release_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
-	"return redis.call(\"del\", KEYS[1]) else return 0 end",
+	"local n = redis.call(\"del\", KEYS[1]) "
+	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
+	"return n else return 0 end",
 	.redeliver = true
 };
 
-/* Spec §6: set a new TTL only while the key still holds our token. */
+/* Spec §6: set a new TTL only while the key still holds our token (and its record). */
 static RedlockScript extend_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
+	"redis.pcall(\"pexpire\", " REDLOCK_HOLDER_KEY_LUA ", ARGV[2]) "
 	"return redis.call(\"pexpire\", KEYS[1], ARGV[2]) else return 0 end"
+};
+
+/*
+ * Spec §2 with the holder record (redlock.record_holder): SET key token NX PX ttl,
+ * and only where that succeeded, the record under its own key with the same TTL, in
+ * one round trip; the reply is the SET's (OK, or nil where the key is there).
+ * ARGV: token, TTL in ms, record; the master's clock (microseconds since the Unix
+ * epoch) is added to the record as the time it was taken.
+ */
+static RedlockScript acquire_script = {
+	.body = "local r = redis.call(\"set\", KEYS[1], ARGV[1], \"nx\", \"px\", ARGV[2]) "
+	"if r then local t = redis.call(\"time\") "
+	"redis.pcall(\"set\", " REDLOCK_HOLDER_KEY_LUA ", ARGV[1] .. \"\\t\" .. ARGV[3] .. \"\\t\" "
+	".. t[1] .. string.format(\"%06d\", tonumber(t[2])), \"px\", ARGV[2]) end return r"
 };
 
 
@@ -93,6 +112,7 @@ RedlockQuorumInit(void)
 	redlock_script_register(&release_script);
 	redlock_script_register(&quiet_release_script);
 	redlock_script_register(&extend_script);
+	redlock_script_register(&acquire_script);
 }
 
 /* Starts result for an operation over set. */
@@ -216,6 +236,8 @@ quorum_key_command(RedlockCommand *command, const char *name, const char *key,
  *		written into it before each attempt's SET goes out, so that it always holds the
  *		token of the latest attempt (the one to undo if the caller is interrupted).
  * ttl_ms: the TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
+ * holder: NULL, or the holder record (holder.c) to write beside the key where the SET
+ *		succeeds, in the same round trip (the acquire script; its TTL is the key's).
  * wait_ms: how long to keep retrying, in milliseconds, a lock that is busy or that
  *		fewer than a quorum answered for (a master's blip); 0 makes one attempt, < 0
  *		retries without limit (until interrupted).  When it is not 0, each
@@ -241,7 +263,7 @@ quorum_key_command(RedlockCommand *command, const char *name, const char *key,
  */
 void
 redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int ttl_ms,
-					   int wait_ms, RedlockWaiter *waiter, bool behind,
+					   int wait_ms, const char *holder, RedlockWaiter *waiter, bool behind,
 					   RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
@@ -252,6 +274,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 	int			ncommands = (wait_ms != 0) ? 3 : 1;
 	RedlockCommand undo;
 	char		ttl_text[16];
+	int			token_arg;
 	double		deadline_ms;
 	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
 
@@ -259,17 +282,34 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1) * 3);
 
-	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
+	/*
+	 * Spec §2: SET key token NX PX ttl (with the holder record, the script that also
+	 * writes it); decided once a quorum granted it, or cannot.
+	 */
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
 	command->need = result->quorum;
 	command->accept = quorum_accept_ok;
-	command->argc = 6;
-	command->argv[0] = "SET";
-	command->argv[1] = key;
-	command->argv[2] = token;
-	command->argv[3] = "NX";
-	command->argv[4] = "PX";
-	command->argv[5] = ttl_text;
+	if (holder)
+	{
+		command->script = &acquire_script;
+		command->argc = 4;
+		command->argv[0] = key;
+		command->argv[1] = token;
+		command->argv[2] = ttl_text;
+		command->argv[3] = holder;
+		token_arg = 1;
+	}
+	else
+	{
+		command->argc = 6;
+		command->argv[0] = "SET";
+		command->argv[1] = key;
+		command->argv[2] = token;
+		command->argv[3] = "NX";
+		command->argv[4] = "PX";
+		command->argv[5] = ttl_text;
+		token_arg = 2;
+	}
 	for (int i = 0; i < command->argc; i++)
 		command->argvlen[i] = strlen(command->argv[i]);
 
@@ -297,7 +337,7 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		if (waiter)
 			redlock_waiters_read(waiter, &seen);
 		redlock_new_token(token);
-		command->argvlen[2] = strlen(token);
+		command->argvlen[token_arg] = strlen(token);
 		start_ms = redlock_clock_ms();
 		result->attempts++;
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);

@@ -16,7 +16,8 @@ extern void redlock_new_token(char *token);
 struct RedlockWaiter;			/* waiters.h */
 
 extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token,
-								   int ttl_ms, int wait_ms, struct RedlockWaiter *waiter,
+								   int ttl_ms, int wait_ms, const char *holder,
+								   struct RedlockWaiter *waiter,
 								   bool behind, RedlockResult *result);
 extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 										int n, bool wait_all, bool cleanup,

@@ -261,8 +261,11 @@ sub no_keys_left
 	my ($self, $what) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	my @n = $self->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'DBSIZE');
-	return is(join(',', @n), join(',', ('0') x $self->count),
+	my $ok = is(join(',', @n), join(',', ('0') x $self->count),
 		$what // 'no keys left on any master');
+	diag('keys left on master 0: ' . join(' ', map { s/([^ -~])/sprintf('\\x%02x', ord $1)/ger }
+		split /\n/, $self->redis_cli(0, 'KEYS', '*'))) unless $ok;
+	return $ok;
 }
 
 # Calls of the commands CMDS (lower case; default the script commands EVAL and EVALSHA)

@@ -1,6 +1,7 @@
 # What each operation costs the masters, asserted rather than assumed (README: one round
-# trip per acquire, release, extend and claim; a waiting acquire sends GET and PTTL in
-# the SET's round trip; a fencing token costs two rounds on the first call of a hold and
+# trip per acquire, release, extend and claim, the holder record included: the acquire
+# is one script that also writes it, or a plain SET NX with redlock.record_holder off; a
+# waiting acquire sends GET and PTTL in the SET's round trip; a fencing token costs two rounds on the first call of a hold and
 # nothing on later calls, once the masters know its scripts).  Counted twice: the commands this session sent to each master
 # (redlock_nodes().requests), and the commands each master processed (INFO
 # commandstats).  Every operation here sends one command per master per round, but the
@@ -77,17 +78,24 @@ is($out, 't', 'warm-up call opens the connections');
 
 # --- acquire, release, extend, claim: one round trip each ---
 
-($out) = costs('acquire', 1, ['set'], "SELECT redlock_acquire('r', 30000)");
+($out) = costs('acquire (one script: SET NX, then the holder record)', 1, [],
+	"SELECT redlock_acquire('r', 30000)");
 is($out, 't', 'acquire: acquired');
+sql($s, 'SET redlock.record_holder = off');
+($out) = costs('acquire, redlock.record_holder off (SET NX)', 1, ['set'],
+	"SELECT redlock_acquire('r-plain', 30000)");
+is($out, 't', 'acquire without the holder record: acquired');
+sql($s, "SELECT redlock_release('r-plain')");
+sql($s, 'RESET redlock.record_holder');
 ($out) = costs('extend', 1, [], "SELECT redlock_extend('r', 40000)");
 is($out, 't', 'extend: extended');
 ($out) = costs('release', 1, [], "SELECT redlock_release('r')");
 is($out, 't', 'release: released');
-($out) = costs('acquire waiting (SET, GET, PTTL in one trip)', 3, [qw(set get pttl)],
+($out) = costs('acquire waiting (the SET script, GET, PTTL in one trip)', 3, [qw(evalsha get pttl)],
 	"SELECT redlock_acquire('w', 30000, 1000)");
 is($out, 't', 'acquire waiting: acquired at once');
 sql($s, "SELECT redlock_release('w')");
-($out) = costs('claim', 1, ['set'], "SELECT redlock_claim('c', 30000)");
+($out) = costs('claim', 1, [], "SELECT redlock_claim('c', 30000)");
 is($out, 't', 'claim: claimed');
 
 # --- fencing tokens: two rounds on the first call of a hold, none later ---
@@ -142,7 +150,7 @@ note 'commands per master, per operation (one round trip each but where said):';
 note sprintf('  %-58s %d', @$_) for @figures;
 
 $s->quit;
-$redis->redis_all('DEL', 'c', counter_key($_)) for qw(f f-ahead f-quorum);
+$redis->redis_all('DEL', 'c', "c\xffholder", counter_key($_)) for qw(f f-ahead f-quorum);
 $redis->no_keys_left;
 RedisMasters::no_crash($node);
 done_testing();

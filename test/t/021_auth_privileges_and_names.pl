@@ -293,8 +293,8 @@ for my $what (sort keys %names)
 	is(scalar(grep { /^[0-9a-f]{40}$/ } @got), 5,
 		"$what: redis-cli GET of the exact bytes shows a 40-hex token on all 5 masters");
 }
-is(join(',', $redis->redis_all('DBSIZE')), join(',', map { $_ + scalar keys %names } @before),
-	'one more key per name on each master, nothing else (nothing was injected)');
+is(join(',', $redis->redis_all('DBSIZE')), join(',', map { $_ + 2 * scalar keys %names } @before),
+	'two more keys per name on each master, the lock and its holder record, nothing else (nothing was injected)');
 ($out) = sql($u, 'SELECT redlock_release_all()');
 is($out, scalar keys %names, 'release_all releases every one');
 ok( wait_until(
