@@ -70,3 +70,54 @@ COMMENT ON FUNCTION redlock_claim(bigint, integer) IS
 'redlock_claim(resource) for the resource named by the key''s decimal text.';
 COMMENT ON FUNCTION redlock_fencing_token(bigint) IS
 'redlock_fencing_token(resource) for the resource named by the key''s decimal text.';
+
+-- Who holds a lock, whoever took it: read from the masters in one round trip per master.
+CREATE FUNCTION redlock_lock_info(resource text,
+    OUT held boolean, OUT masters integer, OUT ttl_ms bigint,
+    OUT cluster text, OUT pid integer, OUT application_name text, OUT database text,
+    OUT role text, OUT acquired_at timestamptz, OUT scope text, OUT waiters integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'redlock_lock_info'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION redlock_lock_info(key bigint,
+    OUT held boolean, OUT masters integer, OUT ttl_ms bigint,
+    OUT cluster text, OUT pid integer, OUT application_name text, OUT database text,
+    OUT role text, OUT acquired_at timestamptz, OUT scope text, OUT waiters integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'redlock_lock_info'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Every lock under redlock.key_prefix on the masters (SCAN in batches, never KEYS).
+CREATE FUNCTION redlock_cluster_locks(max_locks integer DEFAULT 1000,
+    OUT resource text,
+    OUT held boolean, OUT masters integer, OUT ttl_ms bigint,
+    OUT cluster text, OUT pid integer, OUT application_name text, OUT database text,
+    OUT role text, OUT acquired_at timestamptz, OUT scope text, OUT waiters integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'redlock_cluster_locks'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- For operators: delete a lock whatever its token, and raise its fencing counter.
+CREATE FUNCTION redlock_force_release(resource text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'redlock_force_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION redlock_force_release(key bigint)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'redlock_force_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION redlock_lock_info(text), redlock_lock_info(bigint),
+                       redlock_cluster_locks(integer),
+                       redlock_force_release(text), redlock_force_release(bigint)
+   FROM PUBLIC;
+COMMENT ON FUNCTION redlock_lock_info(text) IS
+'The lock on a resource as the masters show it, whoever holds it: held (by a quorum), masters, ttl_ms, the holder recorded at acquire (cluster, pid, application_name, database, role, acquired_at, scope; scope ''unknown'' for keys of other clients), and this cluster''s waiters.';
+COMMENT ON FUNCTION redlock_lock_info(bigint) IS
+'redlock_lock_info(resource) for the resource named by the key''s decimal text.';
+COMMENT ON FUNCTION redlock_cluster_locks(integer) IS
+'Every lock under redlock.key_prefix on the masters, from every cluster and client, with redlock_lock_info''s columns; at most max_locks rows. Reveals resource names: grant it only to those who may see them.';
+COMMENT ON FUNCTION redlock_force_release(text) IS
+'For operators: deletes the lock on every master whatever its token, raises its fencing counter, logs who did it; returns the masters where a key was deleted. The evicted holder sees the lock lost at its next extension or renewal.';
+COMMENT ON FUNCTION redlock_force_release(bigint) IS
+'redlock_force_release(resource) for the resource named by the key''s decimal text.';

@@ -12,6 +12,7 @@
 #include "fence.h"
 #include "guc.h"
 #include "lockconfig.h"
+#include "inspect.h"
 #include "quorum.h"
 #include "redlock.h"
 #include "registry.h"
@@ -37,6 +38,7 @@ _PG_init(void)
 	RedlockStatsInit();
 	RedlockQuorumInit();
 	RedlockFenceInit();
+	RedlockInspectInit();
 	RedlockRegistryInit();
 	RedlockLockConfigInit();
 	RedlockWaitersInit();

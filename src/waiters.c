@@ -240,7 +240,7 @@ waiters_read_slot(int i, char *key, RedlockWaiterRow *row)
  *		each one's PGPROC number, Redis key (palloc'd; NULL when too long to keep),
  *		prefix length, when its wait began (a redlock_clock_ms() time) and the attempts
  *		made.  A slot read while its backend rewrites it is skipped.  Returns how many;
- *		0 without the board (not preloaded).  Raises only out-of-memory errors.
+ *		-1 without the board (not preloaded).  Raises only out-of-memory errors.
  */
 int
 redlock_waiters_list(RedlockWaiterRow **rows)
@@ -250,7 +250,7 @@ redlock_waiters_list(RedlockWaiterRow **rows)
 
 	*rows = NULL;
 	if (waiters == NULL)
-		return 0;
+		return -1;
 	*rows = palloc(sizeof(RedlockWaiterRow) * MaxBackends);
 	for (int i = 0; i < MaxBackends; i++)
 	{

@@ -1,6 +1,8 @@
 # Interoperability with node-redlock (npm "redlock" 5.0.0-beta.2 over ioredis): with
 # redlock.key_prefix empty, on the same five masters and the same resource name, each
-# side's lock excludes the other, neither side's release removes the other's keys, and
+# side's lock excludes the other (our holder record, on by default, changes nothing for
+# it), redlock_lock_info and redlock_cluster_locks show node-redlock's lock as held by
+# an unknown holder, neither side's release removes the other's keys, and
 # each can take the lock once the other has released it; a waiter of ours acquires within
 # one retry delay of a node-redlock release (node-redlock announces no release, so the
 # waiter is not woken).  Keys and values are read with redis-cli.  The npm packages
@@ -104,6 +106,11 @@ note "node-redlock PTTL: @pttl";
 is(scalar(grep { $_ > 25000 && $_ <= 30000 } @pttl), 5,
 	'node-redlock: PTTL set from its duration on all 5 masters');
 
+($out) = sql($s, "SELECT held, masters, ttl_ms > 25000, cluster IS NULL AND pid IS NULL, scope FROM redlock_lock_info('shared-job')");
+is($out, 't|5|t|t|unknown', "lock_info: node-redlock's lock is held by 5 masters, its holder unknown");
+($out) = sql($s, "SELECT resource, held, scope FROM redlock_cluster_locks()");
+is($out, 'shared-job|t|unknown', '... and cluster_locks lists it so');
+
 my @before = $redis->calls('set');
 ($out, $err) = sql($s, "SELECT redlock_acquire('shared-job', 30000)");
 is($out, 'f', 'extension: acquire returns false while node-redlock holds it');
@@ -111,6 +118,8 @@ is($err, '', '... without error or warning');
 ok($redis->wait_calls(\@before, 'set'), '... and every master has processed its SET NX');
 is(values_of('shared-job'), join(',', ($js_value) x 5),
 	"... and node-redlock's value is left on every master");
+is(join(',', $redis->redis_all('EXISTS', "shared-job\xffholder")), '0,0,0,0,0',
+	'... and no holder record of ours was written beside it');
 
 ($out, $err) = sql($s, "SELECT redlock_release('shared-job')");
 is($out, 'f', 'extension: release of a lock it does not hold returns false');
