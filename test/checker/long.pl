@@ -40,6 +40,7 @@ my @names = @ARGV
   unsafe-majority-restart unsafe-short-ttl extend-shorter extend-longer unsafe-extend-ignored
   servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew
   discard-release unsafe-discard-early fence-baseline fence-pause unsafe-fence-pause-unfenced
+  fence-force-release unsafe-fence-force-release-unfenced
   fast-clock-1 fast-clock-2 fast-clock-1-q4 fence-kill-majority-aof unsafe-fence-restart-empty
   fence-skew-restart-delayed unsafe-fence-skew-masters-back long-job unsafe-long-job-no-cancel),
 	Checker::lease_scenarios());

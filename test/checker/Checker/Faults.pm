@@ -281,6 +281,29 @@ sub pause_holders
 	return scalar @pids;
 }
 
+# An operator evicts a stuck holder: SIGSTOPs up to N backends inside their critical
+# section (checker_guard), then force-releases their resources (redlock_force_release,
+# from a session of the node's superuser); resume_holders continues them, to work on
+# with their old token.  Returns how many it evicted.
+sub force_release_holders
+{
+	my ($self, $n) = @_;
+	my @rows = grep { length } split /\n/, $self->{node}->safe_psql('postgres',
+		"SELECT holder || ' ' || resource FROM checker_guard WHERE holder IS NOT NULL"
+		  . " ORDER BY random() LIMIT $n");
+	return 0 unless @rows;
+	for my $row (@rows)
+	{
+		my ($pid, $resource) = split / /, $row, 2;
+		CORE::kill('STOP', $pid);
+		$self->{paused}{$pid} = 1;
+		$self->{node}->safe_psql('postgres', "SELECT redlock_force_release('$resource')");
+	}
+	$self->{counts}{'stuck holders force-released'} += @rows;
+	$self->_mark('SIGSTOP and force release of ' . _list(@rows));
+	return scalar @rows;
+}
+
 sub resume_holders
 {
 	my ($self) = @_;

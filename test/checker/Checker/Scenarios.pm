@@ -14,7 +14,7 @@ use warnings;
 use Exporter 'import';
 
 use Checker::Schedules qw(_all_restart_delayed _delayed_out _extend_faults _fast_clock
-  _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
+  _force_releases _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
   _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
@@ -217,6 +217,28 @@ my %SCENARIOS = (
 		  'a paused holder is still inside when the next holder enters',
 		expect_stale_landed => 1,
 		faults => sub { _pause_holders(@_) },
+	},
+	'fence-force-release' => {
+		desc => 'an operator evicts a stuck holder every second: SIGSTOPped, its lock'
+		  . ' force-released (redlock_force_release), continued 0.6 s later within its'
+		  . ' validity: it writes with its old token; work 300 ms, fenced writes',
+		masters => 'plain',
+		work_ms => 300,
+		fence => 'fenced',
+		violations_by_design =>
+		  'an evicted holder works on until it learns of the loss',
+		expect_stale_refused => 1,
+		faults => sub { _force_releases(@_) },
+	},
+	'unsafe-fence-force-release-unfenced' => {
+		desc => 'NEGATIVE CONTROL: fence-force-release with writes that do not check the token',
+		masters => 'plain',
+		work_ms => 300,
+		fence => 'unfenced',
+		violations_by_design =>
+		  'an evicted holder works on until it learns of the loss',
+		expect_stale_landed => 1,
+		faults => sub { _force_releases(@_) },
 	},
 	'fast-clock-1' => {
 		desc => 'the clock of master 0 runs 2x (its keys\' PTTL shortened from outside'

@@ -11,7 +11,7 @@ use warnings;
 use Exporter 'import';
 
 our @EXPORT_OK = qw(_all_restart_delayed _delayed_out _extend_faults _fast_clock
-  _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
+  _force_releases _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
   _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
@@ -232,6 +232,21 @@ sub _pause_holders
 		$f->at($t);
 		$f->pause_holders(2);
 		$f->at($t + $pause);
+		$f->resume_holders;
+	}
+	return;
+}
+
+# From 1 s on, every second, an operator evicts a stuck holder (SIGSTOPped, its lock
+# force-released); 0.6 s later, within its validity, the holder continues.
+sub _force_releases
+{
+	my ($f) = @_;
+	for (my $t = 1.0; $t + 0.9 < $f->{seconds}; $t += 1.0)
+	{
+		$f->at($t);
+		$f->force_release_holders(1);
+		$f->at($t + 0.6);
 		$f->resume_holders;
 	}
 	return;
