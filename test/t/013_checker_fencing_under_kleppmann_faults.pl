@@ -2,7 +2,8 @@
 # Kleppmann's critique of Redlock names (issue 11), short version: holders paused past
 # their validity that then write; master clocks running fast on one or two masters, with a
 # majority quorum and with redlock.quorum = 4; a majority of masters killed and restarted
-# at once with appendfsync always.  Every holder takes its fencing token and writes it at
+# at once with appendfsync always; an operator force-releasing held locks
+# (redlock_force_release, issue 26).  Every holder takes its fencing token and writes it at
 # the end of its work with the guarded UPDATE of README's "Fencing tokens".
 #
 # Must hold everywhere: no token inversion (a token granted after another was granted is
@@ -11,7 +12,8 @@
 # printed, not judged; with quorum 4 and one fast master, and with the AOF restarts, there
 # must be none.  Callers' clocks skewed (backends of an odd pid 3 s behind) with every
 # master restarted empty after README's delay: no inversion (issue 21, item 5).  The
-# negative controls: unfenced writes let stale writes land; two fast masters let two
+# negative controls: unfenced writes let stale writes land (after pauses, and after
+# force releases: the evicted holder works on until it learns of the loss); two fast masters let two
 # holders in; a majority restarted empty hands out smaller tokens; the masters' clocks
 # stepped back at their restarts (README's precondition broken) hand out smaller tokens.
 # test/checker/run-long runs them longer.
@@ -41,7 +43,8 @@ my %only = map { $_ => 1 } split /,/, $ENV{RL_CHECKER_FENCING} // '';
 
 my @table;
 for my $name (
-	qw(fence-baseline fence-pause unsafe-fence-pause-unfenced fast-clock-1 fast-clock-2
+	qw(fence-baseline fence-pause unsafe-fence-pause-unfenced fence-force-release
+	unsafe-fence-force-release-unfenced fast-clock-1 fast-clock-2
 	fast-clock-1-q4 fence-kill-majority-aof unsafe-fence-restart-empty
 	fence-skew-restart-delayed unsafe-fence-skew-masters-back))
 {
