@@ -23,6 +23,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
@@ -51,20 +52,25 @@ holder_append_field(StringInfo buf, const char *field)
 }
 
 /*
- * redlock_holder_record
- *		Returns the holder record of this backend for a lock it takes now, palloc'd:
- *		cluster_name (or, when it is empty, the system identifier), MyProcPid,
- *		application_name, the database, the session user and scope ("session",
- *		"transaction" or "claim"); the acquire script adds the time.  Runs catalog
- *		lookups, so only inside a transaction.  Raises nothing of its own.
+ * This backend's record up to its scope, kept while application_name and the session
+ * user (SET SESSION AUTHORIZATION) stay the same.
  */
-char *
-redlock_holder_record(const char *scope)
+static char *cached_record = NULL;
+static char *cached_application_name = NULL;
+static Oid	cached_user = InvalidOid;
+
+/* Builds this backend's record up to its scope into TopMemoryContext. */
+static void
+holder_build_cached(void)
 {
 	StringInfoData buf;
 	char		number[32];
-	char	   *database = get_database_name(MyDatabaseId);
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
+	if (cached_record)
+		pfree(cached_record);
+	if (cached_application_name)
+		pfree(cached_application_name);
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, HOLDER_VERSION);
 	if (cluster_name && cluster_name[0])
@@ -77,8 +83,34 @@ redlock_holder_record(const char *scope)
 	snprintf(number, sizeof(number), "%d", MyProcPid);
 	holder_append_field(&buf, number);
 	holder_append_field(&buf, application_name);
-	holder_append_field(&buf, database);
+	holder_append_field(&buf, get_database_name(MyDatabaseId));
 	holder_append_field(&buf, GetUserNameFromId(GetSessionUserId(), true));
+	cached_record = buf.data;
+	cached_application_name = pstrdup(application_name ? application_name : "");
+	cached_user = GetSessionUserId();
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * redlock_holder_record
+ *		Returns the holder record of this backend for a lock it takes now, palloc'd:
+ *		cluster_name (or, when it is empty, the system identifier), MyProcPid,
+ *		application_name, the database, the session user and scope ("session",
+ *		"transaction" or "claim"); the acquire script adds the time.  All but
+ *		application_name, the session user and scope are fixed for the session: the
+ *		record is built again only when one of those two changed.  Runs catalog lookups
+ *		then, so only inside a transaction.  Raises nothing of its own.
+ */
+char *
+redlock_holder_record(const char *scope)
+{
+	StringInfoData buf;
+
+	if (cached_record == NULL || cached_user != GetSessionUserId() ||
+		strcmp(cached_application_name, application_name ? application_name : "") != 0)
+		holder_build_cached();
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, cached_record);
 	holder_append_field(&buf, scope);
 	return buf.data;
 }

@@ -54,9 +54,8 @@ static RedlockScript release_script = {
  */
 static RedlockScript quiet_release_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
-	"local n = redis.call(\"del\", KEYS[1]) "
-	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
-	"return n else return 0 end",
+	"local d = redis.call(\"del\", KEYS[1]) redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") return d "
+	"else return 0 end",
 	.redeliver = true
 };
 
