@@ -606,8 +606,8 @@ RedlockGucInit(void)
 
 	DefineCustomBoolVariable("redlock.record_holder",
 							 "Writes who takes a lock beside its key, for redlock_lock_info.",
-							 "Costs one more key per lock on each master, written by the "
-							 "acquire script in the same round trip as the lock's SET.",
+							 "Costs one more key per lock on each master, written with SET NX "
+							 "right behind the lock's SET, in the same round trip.",
 							 &redlock_record_holder,
 							 true,
 							 PGC_USERSET,

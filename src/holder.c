@@ -7,8 +7,8 @@
  *
  * The record is text: a version ("1"), then the fields, each after a tab; tabs,
  * newlines and backslashes inside a field are written \t, \n and \\.  The last
- * field, when the lock was taken, is the master's clock (microseconds since the Unix
- * epoch), added by the acquire script where its SET succeeded.  On the masters
+ * field, when the lock was taken, is the time of the attempt that wrote it, on this
+ * server's clock (microseconds since the Unix epoch).  On the masters
  * it follows the lock's token and a tab (REDLOCK_HOLDER_KEY_LUA): the scripts that
  * read it drop a record whose token is not the key's, so a record is only ever shown
  * beside the lock it was written for.  It is informative only: nothing in the lock's
@@ -96,7 +96,8 @@ holder_build_cached(void)
  *		Returns the holder record of this backend for a lock it takes now, palloc'd:
  *		cluster_name (or, when it is empty, the system identifier), MyProcPid,
  *		application_name, the database, the session user and scope ("session",
- *		"transaction" or "claim"); the acquire script adds the time.  All but
+ *		"transaction" or "claim"); each attempt adds its time
+ *		(redlock_holder_now_us) after the token.  All but
  *		application_name, the session user and scope are fixed for the session: the
  *		record is built again only when one of those two changed.  Runs catalog lookups
  *		then, so only inside a transaction.  Raises nothing of its own.
@@ -113,6 +114,18 @@ redlock_holder_record(const char *scope)
 	appendStringInfoString(&buf, cached_record);
 	holder_append_field(&buf, scope);
 	return buf.data;
+}
+
+/*
+ * redlock_holder_now_us
+ *		The time for a holder record: now, in microseconds since the Unix epoch.
+ *		Raises nothing.
+ */
+int64
+redlock_holder_now_us(void)
+{
+	return (int64) GetCurrentTimestamp() +
+		((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC);
 }
 
 /* Copies one escaped field of len bytes at p, unescaped. */
@@ -190,6 +203,6 @@ redlock_holder_parse(const char *text, int len, RedlockHolder *holder)
 	holder->role = holder_unescape(fields[4], lens[4]);
 	holder->scope = holder_unescape(fields[5], lens[5]);
 	holder->acquired_at = (TimestampTz) acquired -
-		((POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC);
+		((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC);
 	return true;
 }

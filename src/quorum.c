@@ -23,6 +23,7 @@
 #include "call.h"
 #include "clock.h"
 #include "compat.h"
+#include "holder.h"
 #include "node.h"
 #include "nodeset.h"
 #include "quorum.h"
@@ -32,6 +33,17 @@
 #include "tally.h"
 #include "validity.h"
 #include "waiters.h"
+
+/*
+ * Where the key is not ours, a holder record of our token may still be there: the
+ * record's SET NX succeeded on a master where the lock's did not (the key was held by
+ * a client that writes no record).  Both release scripts delete it, so that a refused
+ * attempt's undo, or the release of a lock held on the other masters, leaves nothing.
+ */
+#define QUORUM_STRAY_RECORD_LUA \
+	"local h = redis.pcall(\"get\", " REDLOCK_HOLDER_KEY_LUA ") " \
+	"if type(h) == \"string\" and string.sub(h, 1, #ARGV[1] + 1) == ARGV[1] .. \"\\t\" " \
+	"then redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") end "
 
 /*
  * Spec §2: delete the key only while it still holds our token; then tell waiters on
@@ -44,7 +56,7 @@ static RedlockScript release_script = {
 	"local n = redis.call(\"del\", KEYS[1]) "
 	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
 	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1]) "
-	"return n else return 0 end",
+	"return n else " QUORUM_STRAY_RECORD_LUA "return 0 end",
 	.redeliver = true
 };
 
@@ -55,7 +67,7 @@ static RedlockScript release_script = {
 static RedlockScript quiet_release_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
 	"local d = redis.call(\"del\", KEYS[1]) redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") return d "
-	"else return 0 end",
+	"else " QUORUM_STRAY_RECORD_LUA "return 0 end",
 	.redeliver = true
 };
 
@@ -65,21 +77,6 @@ static RedlockScript extend_script = {
 	"redis.pcall(\"pexpire\", " REDLOCK_HOLDER_KEY_LUA ", ARGV[2]) "
 	"return redis.call(\"pexpire\", KEYS[1], ARGV[2]) else return 0 end"
 };
-
-/*
- * Spec §2 with the holder record (redlock.record_holder): SET key token NX PX ttl,
- * and only where that succeeded, the record under its own key with the same TTL, in
- * one round trip; the reply is the SET's (OK, or nil where the key is there).
- * ARGV: token, TTL in ms, record; the master's clock (microseconds since the Unix
- * epoch) is added to the record as the time it was taken.
- */
-static RedlockScript acquire_script = {
-	.body = "local r = redis.call(\"set\", KEYS[1], ARGV[1], \"nx\", \"px\", ARGV[2]) "
-	"if r then local t = redis.call(\"time\") "
-	"redis.pcall(\"set\", " REDLOCK_HOLDER_KEY_LUA ", ARGV[1] .. \"\\t\" .. ARGV[3] .. \"\\t\" "
-	".. t[1] .. string.format(\"%06d\", tonumber(t[2])), \"px\", ARGV[2]) end return r"
-};
-
 
 /*
  * redlock_new_token
@@ -111,7 +108,6 @@ RedlockQuorumInit(void)
 	redlock_script_register(&release_script);
 	redlock_script_register(&quiet_release_script);
 	redlock_script_register(&extend_script);
-	redlock_script_register(&acquire_script);
 }
 
 /* Starts result for an operation over set. */
@@ -142,6 +138,16 @@ static bool
 quorum_answered_set(const RedlockNodeOutcome *outcome)
 {
 	return outcome->kind == REDLOCK_REPLY_OK || outcome->kind == REDLOCK_REPLY_NIL;
+}
+
+/* True when some master of count accepted the holder record's SET NX. */
+static bool
+quorum_record_written(const RedlockNodeOutcome *outcomes, int count)
+{
+	for (int i = 0; i < count; i++)
+		if (outcomes[i].kind == REDLOCK_REPLY_OK)
+			return true;
+	return false;
 }
 
 /* Logs each node's outcome of one request at DEBUG1. */
@@ -235,8 +241,8 @@ quorum_key_command(RedlockCommand *command, const char *name, const char *key,
  *		written into it before each attempt's SET goes out, so that it always holds the
  *		token of the latest attempt (the one to undo if the caller is interrupted).
  * ttl_ms: the TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
- * holder: NULL, or the holder record (holder.c) to write beside the key where the SET
- *		succeeds, in the same round trip (the acquire script; its TTL is the key's).
+ * holder: NULL, or the holder record (holder.c) to write beside the key, with SET NX
+ *		and the key's TTL, right behind each attempt's SET in the same round trip.
  * wait_ms: how long to keep retrying, in milliseconds, a lock that is busy or that
  *		fewer than a quorum answered for (a master's blip); 0 makes one attempt, < 0
  *		retries without limit (until interrupted).  When it is not 0, each
@@ -266,55 +272,59 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 					   RedlockResult *result)
 {
 	RedlockNodeOutcome *outcomes;
-	RedlockCommand commands[3] = {0};
+	RedlockCommand commands[4] = {0};
 	RedlockCommand *command = &commands[0];
 	RedlockCommand *get = &commands[1];
 	RedlockCommand *pttl = &commands[2];
-	int			ncommands = (wait_ms != 0) ? 3 : 1;
+	int			nlook = (wait_ms != 0) ? 3 : 1;	/* the SET, and a waiter's GET, PTTL */
+	int			ncommands = nlook + (holder ? 1 : 0);
+	RedlockCommand *record = &commands[nlook];
+	char	   *record_key = NULL;
+	StringInfoData record_value;
 	RedlockCommand undo;
 	char		ttl_text[16];
-	int			token_arg;
 	double		deadline_ms;
 	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
 
 	quorum_result_init(set, result);
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1) * 3);
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1) * 4);
 
-	/*
-	 * Spec §2: SET key token NX PX ttl (with the holder record, the script that also
-	 * writes it); decided once a quorum granted it, or cannot.
-	 */
+	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
 	command->need = result->quorum;
 	command->accept = quorum_accept_ok;
-	if (holder)
-	{
-		command->script = &acquire_script;
-		command->argc = 4;
-		command->argv[0] = key;
-		command->argv[1] = token;
-		command->argv[2] = ttl_text;
-		command->argv[3] = holder;
-		token_arg = 1;
-	}
-	else
-	{
-		command->argc = 6;
-		command->argv[0] = "SET";
-		command->argv[1] = key;
-		command->argv[2] = token;
-		command->argv[3] = "NX";
-		command->argv[4] = "PX";
-		command->argv[5] = ttl_text;
-		token_arg = 2;
-	}
+	command->argc = 6;
+	command->argv[0] = "SET";
+	command->argv[1] = key;
+	command->argv[2] = token;
+	command->argv[3] = "NX";
+	command->argv[4] = "PX";
+	command->argv[5] = ttl_text;
 	for (int i = 0; i < command->argc; i++)
 		command->argvlen[i] = strlen(command->argv[i]);
 
+	/*
+	 * The holder record, right behind the SET in the same round trip: SET NX too, so
+	 * that an attempt refused because the lock is held leaves the holder's record
+	 * alone (the record names its token, and is read only beside it: holder.c).
+	 */
+	if (holder)
+	{
+		record_key = psprintf("%s%s", key, REDLOCK_HOLDER_KEY_SUFFIX);
+		initStringInfo(&record_value);
+		memcpy(record, command, sizeof(*record));
+		record->accept = quorum_answered_set;
+		record->argv[1] = record_key;
+		record->argvlen[1] = strlen(record_key);
+	}
+
 	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
-	quorum_key_command(get, "GET", key, quorum_accept_value, result->quorum);
-	quorum_key_command(pttl, "PTTL", key, redlock_tally_integer, result->quorum);
+	if (nlook == 3)
+	{
+		quorum_key_command(get, "GET", key, quorum_accept_value, result->quorum);
+		quorum_key_command(pttl, "PTTL", key, redlock_tally_integer, result->quorum);
+	}
 
 	/* Queue behind this cluster's waiters: the oldest is woken first (waiters.c). */
 	if (waiter && behind && wait_ms != 0)
@@ -336,7 +346,15 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		if (waiter)
 			redlock_waiters_read(waiter, &seen);
 		redlock_new_token(token);
-		command->argvlen[token_arg] = strlen(token);
+		command->argvlen[2] = strlen(token);
+		if (holder)
+		{
+			resetStringInfo(&record_value);
+			appendStringInfo(&record_value, "%s\t%s\t" INT64_FORMAT, token, holder,
+							 redlock_holder_now_us());
+			record->argv[2] = record_value.data;
+			record->argvlen[2] = record_value.len;
+		}
 		start_ms = redlock_clock_ms();
 		result->attempts++;
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
@@ -351,11 +369,11 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		if (result->node_errors)	/* an earlier attempt's */
 			pfree(result->node_errors);
 		result->node_errors = NULL;
-		free_in = ncommands == 3
+		free_in = nlook == 3
 			? redlock_free_in_ms(outcomes, outcomes + 2 * result->node_count,
 								 result->node_count, result->quorum)
 			: -1;
-		held_elsewhere = ncommands == 1 ||
+		held_elsewhere = nlook == 1 ||
 			redlock_held_by_one_client(outcomes, outcomes + result->node_count,
 									   result->node_count, result->quorum);
 
@@ -375,11 +393,14 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 
 		/*
 		 * Spec §3 step 5: undo on every master at once, including those that did not
-		 * answer, since a request that timed out may still have set the key.  Nobody
+		 * answer, since a request that timed out may still have set the key; also when
+		 * only a holder record of ours was set (the scripts delete it there).  Nobody
 		 * waits for the replies (each connection reads them before its next use), so
 		 * the outcomes, read above, can be written over.
 		 */
-		if (result->accepted > 0 || result->answered < result->node_count)
+		if (result->accepted > 0 || result->answered < result->node_count ||
+			(holder && quorum_record_written(outcomes + nlook * result->node_count,
+											 result->node_count)))
 		{
 			quorum_script_command(&undo, held_elsewhere ? &quiet_release_script : &release_script,
 						   key, token, NULL, -1);
@@ -399,6 +420,11 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		redlock_retry_sleep(result->elapsed_ms, deadline_ms, free_in, waiter, &seen);
 	}
 	pfree(outcomes);
+	if (holder)
+	{
+		pfree(record_key);
+		pfree(record_value.data);
+	}
 }
 
 /*

@@ -222,14 +222,15 @@ typedef struct RedlockKeyToken
 #define REDLOCK_RELEASE_CHANNEL_PREFIX "redlock:released:"
 
 /*
- * The holder record of a lock (holder.c) lives beside its key under this name, as Lua
- * text for the scripts that write, extend, delete and read it: the key, then the byte
- * 0xFF and "holder" (no UTF-8 text contains 0xFF; and an ACL key pattern "prefix*" that
- * lets a user write the key lets it write the record too).  Its value is the lock's
- * token, a tab, then the record; a record whose token is not the key's is stale and is
- * never shown.  The scripts touch it with redis.pcall, so that a master refusing it
- * (an ACL naming exact keys) changes nothing for the lock itself.
+ * The holder record of a lock (holder.c) lives beside its key under the key followed by
+ * the byte 0xFF and "holder" (no UTF-8 text contains 0xFF; and an ACL key pattern
+ * "prefix*" that lets a user write the key lets it write the record too): as C text for
+ * the acquire's SET, and as Lua text for the scripts that extend, delete and read it.
+ * Its value is the lock's token, a tab, then the record; a record whose token is not the
+ * key's is stale and is never shown.  The scripts touch it with redis.pcall, so that a
+ * master refusing it (an ACL naming exact keys) changes nothing for the lock itself.
  */
+#define REDLOCK_HOLDER_KEY_SUFFIX "\xff" "holder"
 #define REDLOCK_HOLDER_KEY_LUA "KEYS[1] .. \"\\255holder\""
 
 /*

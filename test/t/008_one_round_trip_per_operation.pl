@@ -1,11 +1,12 @@
 # What each operation costs the masters, asserted rather than assumed (README: one round
 # trip per acquire, release, extend and claim, the holder record included: the acquire
-# is one script that also writes it, or a plain SET NX with redlock.record_holder off; a
-# waiting acquire sends GET and PTTL in the SET's round trip; a fencing token costs two rounds on the first call of a hold and
+# sends it with SET NX right behind the lock's SET NX, or nothing more with
+# redlock.record_holder off; a waiting acquire sends GET and PTTL in the SET's round trip; a fencing token costs two rounds on the first call of a hold and
 # nothing on later calls, once the masters know its scripts).  Counted twice: the commands this session sent to each master
 # (redlock_nodes().requests), and the commands each master processed (INFO
 # commandstats).  Every operation here sends one command per master per round, but the
-# waiting acquire, whose three go out together.
+# acquire and the claim with their holder record (two) and the waiting acquire (four),
+# whose commands go out together, pipelined.
 #
 # Fencing tokens are also counted where a bug would cost a round without changing the
 # token (issue 22): counters above the clock floor on every master (a write of the
@@ -78,7 +79,7 @@ is($out, 't', 'warm-up call opens the connections');
 
 # --- acquire, release, extend, claim: one round trip each ---
 
-($out) = costs('acquire (one script: SET NX, then the holder record)', 1, [],
+($out) = costs('acquire (SET NX, and the holder record behind it in the same trip)', 2, ['set'],
 	"SELECT redlock_acquire('r', 30000)");
 is($out, 't', 'acquire: acquired');
 sql($s, 'SET redlock.record_holder = off');
@@ -91,11 +92,11 @@ sql($s, 'RESET redlock.record_holder');
 is($out, 't', 'extend: extended');
 ($out) = costs('release', 1, [], "SELECT redlock_release('r')");
 is($out, 't', 'release: released');
-($out) = costs('acquire waiting (the SET script, GET, PTTL in one trip)', 3, [qw(evalsha get pttl)],
+($out) = costs('acquire waiting (SET, the holder record, GET, PTTL in one trip)', 4, [qw(set get pttl)],
 	"SELECT redlock_acquire('w', 30000, 1000)");
 is($out, 't', 'acquire waiting: acquired at once');
 sql($s, "SELECT redlock_release('w')");
-($out) = costs('claim', 1, [], "SELECT redlock_claim('c', 30000)");
+($out) = costs('claim (SET NX and the holder record)', 2, ['set'], "SELECT redlock_claim('c', 30000)");
 is($out, 't', 'claim: claimed');
 
 # --- fencing tokens: two rounds on the first call of a hold, none later ---
