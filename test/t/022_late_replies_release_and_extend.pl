@@ -163,10 +163,14 @@ for my $flush (0, 1)
 # --- the undo goes to the masters that did not answer too (spec §3 step 5) ---
 # Another client holds "unanswered" on masters 0-3, so the attempt is refused by a
 # quorum and no master granted it; the SET to the frozen master 4 runs there once it
-# resumes, and sets the key: only the undo sent behind it takes the key away again.
+# resumes, and sets the key: only the undo sent behind it takes the key away again.  The
+# other client writes a holder record too, as another cluster of ours does, so that our
+# attempt's record is refused as well and nothing but the unanswered master calls for
+# the undo.
 {
 	my $key = 'unanswered';
 	$redis->redis_cli($_, 'SET', $key, 'someone-else', 'PX', 60000) for 0 .. 3;
+	$redis->redis_cli($_, 'SET', "$key\xffholder", "someone-else\t1", 'PX', 60000) for 0 .. 3;
 	$out = with_slow_master("SELECT redlock_acquire('$key', 60000)",
 		'refused by a quorum: failed acquire');
 	is($out, 'f', "acquire of $key held on 4 of 5 masters fails");
@@ -174,7 +178,7 @@ for my $flush (0, 1)
 		'the SET that ran late on the frozen master is undone there')
 	  or diag("GET $key on master 4: " . $redis->redis_cli(4, 'GET', $key)
 		  . ', PTTL ' . $redis->redis_cli(4, 'PTTL', $key));
-	$redis->redis_all('DEL', $key);
+	$redis->redis_all('DEL', $key, "$key\xffholder");
 }
 
 # --- a failed attempt's late undo never deletes the next attempt's key ---
