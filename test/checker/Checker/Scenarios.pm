@@ -219,10 +219,12 @@ my %SCENARIOS = (
 		faults => sub { _pause_holders(@_) },
 	},
 	'fence-force-release' => {
-		desc => 'an operator evicts a stuck holder every second: SIGSTOPped, its lock'
-		  . ' force-released (redlock_force_release), continued 0.6 s later within its'
-		  . ' validity: it writes with its old token; work 300 ms, fenced writes',
+		desc => 'an operator evicts a stuck holder every 2 s: SIGSTOPped, its lock'
+		  . ' force-released (redlock_force_release), continued 1.2 s after the release,'
+		  . ' within its validity (TTL 3 s): it writes with its old token; work 300 ms,'
+		  . ' fenced writes',
 		masters => 'plain',
+		ttl_ms => 3000,
 		work_ms => 300,
 		fence => 'fenced',
 		violations_by_design =>
@@ -233,6 +235,7 @@ my %SCENARIOS = (
 	'unsafe-fence-force-release-unfenced' => {
 		desc => 'NEGATIVE CONTROL: fence-force-release with writes that do not check the token',
 		masters => 'plain',
+		ttl_ms => 3000,
 		work_ms => 300,
 		fence => 'unfenced',
 		violations_by_design =>
@@ -284,14 +287,16 @@ my %SCENARIOS = (
 	},
 	'unsafe-fence-skew-masters-back' => {
 		desc => 'NEGATIVE CONTROL of the masters\' clocks: fence-skew-restart-delayed with'
-		  . ' every restart setting every master\'s wall clock 3 s further back (README\'s'
+		  . ' every restart setting every master\'s wall clock 6 s further back (README\'s'
 		  . ' precondition on the masters\' clocks broken)',
 		masters => 'plain',
 		fence => 'fenced',
 		skew_callers_ms => -3000,
 		expect_inversions => 1,
 		restart_masters_after => 1,
-		faults => sub { _all_restart_delayed($_[0], master_step_ms => -3000) },
+		# The step must exceed the time the masters are down plus a second: with 3 s, a
+		# loaded CI machine took 4.4 s to restart them and the control saw nothing.
+		faults => sub { _all_restart_delayed($_[0], master_step_ms => -6000) },
 	},
 	'unsafe-fence-restart-empty' => {
 		desc => 'NEGATIVE CONTROL: 3 of 5 masters emptied at once (FLUSHALL: what a restart'

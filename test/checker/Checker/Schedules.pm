@@ -237,16 +237,17 @@ sub _pause_holders
 	return;
 }
 
-# From 1 s on, every second, an operator evicts a stuck holder (SIGSTOPped, its lock
-# force-released); 0.6 s later, within its validity, the holder continues.
+# From 1 s on, every 2 s, an operator evicts a stuck holder (SIGSTOPped, its lock
+# force-released); 1.2 s after the release (which may take a while on a loaded machine),
+# within its validity, the holder continues: the next holder has written by then.
 sub _force_releases
 {
 	my ($f) = @_;
-	for (my $t = 1.0; $t + 0.9 < $f->{seconds}; $t += 1.0)
+	for (my $t = 1.0; $t + 1.6 < $f->{seconds}; $t += 2.0)
 	{
 		$f->at($t);
 		$f->force_release_holders(1);
-		$f->at($t + 0.6);
+		$f->at($f->now + 1.2);
 		$f->resume_holders;
 	}
 	return;
