@@ -19,6 +19,11 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+/* 16 moved the varlena macros (VARSIZE_ANY_EXHDR, ...) out of postgres.h. */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
 /*
  * This backend's slot in ProcGlobal->allProcs: 17 replaced PGPROC.pgprocno with
  * MyProcNumber.  NULL-safe only after InitProcess, as both are.

@@ -18,6 +18,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
+#include "compat.h"
 #include "guc.h"
 #include "redlock.h"
 #include "sqlarg.h"
