@@ -98,7 +98,8 @@ sqlinspect_require_quorum(const RedlockResult *result, const char *what)
  * many hold the most common token; ttl_ms: the quorum-th largest PTTL among them, in
  * milliseconds (NULL when not held; -1 when the key has no TTL); the holder columns
  * from the holder record written at acquire (cluster: its cluster_name, or the system
- * identifier when that is empty; acquired_at: the master's clock when it was set;
+ * identifier when that is empty; acquired_at: when the winning attempt began,
+ * on the acquiring server's clock;
  * scope 'session', 'transaction' or 'claim'; 'unknown' with the other holder
  * columns NULL for a key another client wrote); waiters: this cluster's backends
  * waiting for it (NULL without shared_preload_libraries).
