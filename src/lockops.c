@@ -80,7 +80,11 @@ lockops_refresh(RedlockHeldLock *lock, int ttl_ms, RedlockResult *result)
  *		(which a rollback may undo) never shortens a lock held by an outer hold.
  *
  * resource: the resource name (checked by the caller: non-empty, at most
- *		REDLOCK_MAX_RESOURCE_LEN bytes).  ttl_ms: 1..REDLOCK_MAX_TTL_MS, leaving
+ *		REDLOCK_MAX_RESOURCE_LEN bytes).
+ * permits: 0 for a lock; 1..REDLOCK_MAX_PERMITS for a permit of the semaphore of that
+ *		many permits (doc/semaphores.md): one of its slots, each a lock of its own.  The
+ *		caller has checked that this backend holds no other kind of it
+ *		(redlock_locktable_kind).  ttl_ms: 1..REDLOCK_MAX_TTL_MS, leaving
  *		validity after drift.  wait_ms: as for redlock_quorum_acquire (0: one attempt;
  *		< 0: no limit).
  * was_lost: set true when this backend believed it held the lock but it was lost
@@ -94,12 +98,14 @@ lockops_refresh(RedlockHeldLock *lock, int ttl_ms, RedlockResult *result)
  * back by the abort.
  */
 RedlockHoldStatus
-redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int wait_ms,
-					 bool *was_lost, RedlockResult *result)
+redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int ttl_ms,
+					 int wait_ms, bool *was_lost, RedlockResult *result)
 {
 	RedlockNodeSet *set = redlock_nodeset_current();
 	RedlockHeldLock *lock;
 	char	   *holder = NULL;
+	char	  **keys;
+	int			slot;
 
 	*was_lost = false;
 	lock = redlock_locktable_find(resource);
@@ -127,7 +133,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 			if (redlock_auto_extend && lock->reg.index < 0)
 			{
 				redlock_locktable_register(lock);
-				redlock_registry_activate(&lock->reg, lock->token, lock->ttl_ms,
+				redlock_registry_activate(&lock->reg, lock->key, lock->token, lock->ttl_ms,
 										  lock->valid_until_ms);
 			}
 			redlock_locktable_add_hold(lock, scope);
@@ -139,7 +145,7 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 	}
 
 	if (lock == NULL)
-		lock = redlock_locktable_create(resource, set);
+		lock = redlock_locktable_create(resource, permits, set);
 	else
 	{
 		/* Lost: acquire afresh on the configuration in force, keeping the holds. */
@@ -151,21 +157,26 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		redlock_locktable_register(lock);
 	if (redlock_record_holder)
 		holder = redlock_holder_record(scope == REDLOCK_SCOPE_XACT ? "transaction" : "session");
+	keys = redlock_locktable_slot_keys(lock);
 	if (wait_ms == 0)
-		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, 0, holder, NULL,
-							   false, result);
+		redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
+									  Max(permits, 1), lock->semaphore_key, lock->token,
+									  ttl_ms, 0, holder, NULL, false, result, &slot);
 	else
 	{
 		/*
-		 * A waiter: a release announced on the masters (or here) wakes it.  An
+		 * A waiter: a release announced on the masters (or here) wakes it; a permit's
+		 * waiter waits on its semaphore's key, which its slots' releases announce.  An
 		 * interrupted wait is unregistered by the (sub)transaction abort that follows.
 		 */
 		bool		behind;
 		RedlockWaiter *waiter = redlock_waiters_begin(lock->key, lock->prefix_len,
 													   &behind);
 
-		redlock_quorum_acquire(lock->set, lock->key, lock->token, ttl_ms, wait_ms, holder,
-							   waiter, behind, result);
+		redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
+									  Max(permits, 1), lock->semaphore_key, lock->token,
+									  ttl_ms, wait_ms, holder, waiter, behind, result,
+									  &slot);
 		redlock_waiters_end();
 	}
 	if (holder)
@@ -176,13 +187,15 @@ redlock_lock_acquire(const char *resource, RedlockScope scope, int ttl_ms, int w
 		redlock_locktable_drop(lock);
 		return REDLOCK_FAILED;
 	}
+	redlock_locktable_take_slot(lock, keys, slot);
 	lock->acquired = true;
 	lock->ttl_ms = ttl_ms;
 	lock->nodes = result->accepted;
 	lock->valid_until_ms = result->valid_until_ms;
 	lock->acquired_at = GetCurrentTimestamp();
 	if (lock->reg.index >= 0)
-		redlock_registry_activate(&lock->reg, lock->token, ttl_ms, result->valid_until_ms);
+		redlock_registry_activate(&lock->reg, lock->key, lock->token, ttl_ms,
+								  result->valid_until_ms);
 	return REDLOCK_HELD;
 }
 

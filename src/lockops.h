@@ -11,9 +11,9 @@
 
 #include "redlock.h"
 
-extern RedlockHoldStatus redlock_lock_acquire(const char *resource, RedlockScope scope,
-											  int ttl_ms, int wait_ms, bool *was_lost,
-											  RedlockResult *result);
+extern RedlockHoldStatus redlock_lock_acquire(const char *resource, int permits,
+											  RedlockScope scope, int ttl_ms, int wait_ms,
+											  bool *was_lost, RedlockResult *result);
 extern RedlockHoldStatus redlock_lock_release(const char *resource,
 											  RedlockReleaseInfo *info);
 extern RedlockHoldStatus redlock_lock_extend(const char *resource, int ttl_ms,

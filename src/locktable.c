@@ -192,6 +192,9 @@ redlock_locktable_register(RedlockHeldLock *lock)
 	int			prefix_len;
 	char	   *key = redlock_locktable_make_key(lock->resource, &prefix_len);
 
+	/* A permit's key is its slot's, known at acquisition: check the longest fits. */
+	if (lock->permits > 0)
+		key = psprintf("%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d", key, lock->permits);
 	redlock_registry_reserve(key, prefix_len, redlock_cancel_on_loss, &lock->reg);
 	pfree(key);
 	lock->watch = redlock_lease_watch(&lock->reg, lock->resource);
@@ -210,26 +213,98 @@ lt_unregister(RedlockHeldLock *lock)
 	registered_total--;
 }
 
+/* Gives lock its key under the configuration in force (a permit: its semaphore's). */
+static void
+lt_set_key(RedlockHeldLock *lock)
+{
+	if (lock->key)
+		pfree(lock->key);
+	if (lock->semaphore_key)
+		pfree(lock->semaphore_key);
+	lock->key = redlock_locktable_make_key(lock->resource, &lock->prefix_len);
+	lock->semaphore_key = lock->permits > 0
+		? MemoryContextStrdup(LockTableContext, lock->key) : NULL;
+}
+
 /*
  * redlock_locktable_create
  *		A new entry for resource, on set (pinned), with its key but no token or hold
- *		yet.  Raises what redlock_locktable_make_key raises.
+ *		yet.  permits: 0 for a lock, 1..REDLOCK_MAX_PERMITS for a semaphore's permit.
+ *		Raises what redlock_locktable_make_key raises.
  */
 RedlockHeldLock *
-redlock_locktable_create(const char *resource, RedlockNodeSet *set)
+redlock_locktable_create(const char *resource, int permits, RedlockNodeSet *set)
 {
-	int			prefix_len;
-	char	   *key = redlock_locktable_make_key(resource, &prefix_len);
-	RedlockHeldLock *lock = hash_search(locks, resource, HASH_ENTER, NULL);
+	RedlockHeldLock *lock;
 
+	lt_init();
+	lock = hash_search(locks, resource, HASH_ENTER, NULL);
 	memset(((char *) lock) + offsetof(RedlockHeldLock, key), 0,
 		   sizeof(RedlockHeldLock) - offsetof(RedlockHeldLock, key));
 	lock->reg.index = -1;
-	lock->key = key;
-	lock->prefix_len = prefix_len;
+	lock->permits = permits;
+	PG_TRY();
+	{
+		lt_set_key(lock);
+	}
+	PG_CATCH();
+	{
+		hash_search(locks, resource, HASH_REMOVE, NULL);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	lock->set = set;
 	redlock_nodeset_pin(set);
 	return lock;
+}
+
+/*
+ * redlock_locktable_slot_keys
+ *		A permit's slot keys (doc/semaphores.md): the semaphore's key, then
+ *		REDLOCK_PERMIT_SLOT_SEPARATOR and 1..permits; palloc'd, permits entries.  For
+ *		a lock, its one key.  Raises only out-of-memory errors.
+ */
+char	  **
+redlock_locktable_slot_keys(const RedlockHeldLock *lock)
+{
+	int			n = Max(lock->permits, 1);
+	char	  **keys = palloc(sizeof(char *) * n);
+
+	if (lock->permits == 0)
+		keys[0] = pstrdup(lock->key);
+	for (int s = 0; s < lock->permits; s++)
+		keys[s] = psprintf("%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d", lock->semaphore_key, s + 1);
+	return keys;
+}
+
+/*
+ * redlock_locktable_take_slot
+ *		Records that lock's acquire kept slot_keys[slot] (redlock_locktable_slot_keys):
+ *		a permit's key is its slot's from now on.  Raises nothing.
+ */
+void
+redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot)
+{
+	if (lock->permits == 0)
+		return;
+	pfree(lock->key);
+	lock->key = MemoryContextStrdup(LockTableContext, slot_keys[slot]);
+}
+
+/*
+ * redlock_locktable_kind
+ *		What this backend holds of resource: -1 nothing (or only a release or an
+ *		attempt left unfinished), 0 a lock, else a permit of a semaphore of that many
+ *		permits.  Raises only out-of-memory errors.
+ */
+int
+redlock_locktable_kind(const char *resource)
+{
+	RedlockHeldLock *lock = redlock_locktable_find(resource);
+
+	if (lock == NULL || lock->releasing || !lock->acquired)
+		return -1;
+	return lock->permits;
 }
 
 /*
@@ -241,13 +316,10 @@ redlock_locktable_create(const char *resource, RedlockNodeSet *set)
 void
 redlock_locktable_rebase(RedlockHeldLock *lock, RedlockNodeSet *set)
 {
-	char	   *key = redlock_locktable_make_key(lock->resource, &lock->prefix_len);
-
+	lt_set_key(lock);
 	redlock_nodeset_unpin(lock->set);
 	lock->set = set;
 	redlock_nodeset_pin(set);
-	pfree(lock->key);
-	lock->key = key;
 	lock->fence = 0;
 }
 
@@ -276,8 +348,40 @@ redlock_locktable_drop(RedlockHeldLock *lock)
 		releasing_total--;
 	if (lock->key)
 		pfree(lock->key);
+	if (lock->semaphore_key)
+		pfree(lock->semaphore_key);
 	redlock_nodeset_unpin(lock->set);
 	hash_search(locks, lock->resource, HASH_REMOVE, NULL);
+}
+
+/*
+ * The keys to release for lock, with its token, written into batch (may be NULL: only
+ * counted); returns how many.  A permit whose acquire did not finish may have set any
+ * of its slots (the attempt's one token is on each), so all of them go.
+ */
+static int
+lt_release_keys(RedlockHeldLock *lock, RedlockKeyToken *batch)
+{
+	char	  **slots;
+	int			n = (lock->permits > 0 && !lock->acquired) ? lock->permits : 1;
+
+	if (batch == NULL)
+		return n;
+	if (n == 1)
+	{
+		batch[0].key = lock->key;
+		batch[0].token = lock->token;
+		batch[0].announce = lock->semaphore_key;
+		return 1;
+	}
+	slots = redlock_locktable_slot_keys(lock);
+	for (int s = 0; s < n; s++)
+	{
+		batch[s].key = slots[s];
+		batch[s].token = lock->token;
+		batch[s].announce = lock->semaphore_key;
+	}
+	return n;
 }
 
 /*
@@ -304,14 +408,17 @@ redlock_locktable_release(RedlockHeldLock **held, int n, bool cleanup, bool wait
 	RedlockKeyToken *batch;
 	RedlockResult *results;
 	int		   *index;
+	int			nkeys = 0;
 	bool		skip_network = cleanup && in_error_recursion_trouble();
 
 	if (n == 0)
 		return NULL;
 	infos = palloc0(sizeof(RedlockReleaseInfo) * n);
-	batch = palloc(sizeof(RedlockKeyToken) * n);
-	results = palloc0(sizeof(RedlockResult) * n);
-	index = palloc(sizeof(int) * n);
+	for (int k = 0; k < n; k++)
+		nkeys += lt_release_keys(held[k], NULL);
+	batch = palloc(sizeof(RedlockKeyToken) * nkeys);
+	results = palloc0(sizeof(RedlockResult) * nkeys);
+	index = palloc(sizeof(int) * nkeys);
 
 	for (int k = 0; k < n; k++)
 	{
@@ -354,21 +461,30 @@ redlock_locktable_release(RedlockHeldLock **held, int n, bool cleanup, bool wait
 			continue;
 		for (int k = first; k < n; k++)
 		{
+			int			added;
+
 			if (held[k]->set != set)
 				continue;
-			batch[m].key = held[k]->key;
-			batch[m].token = held[k]->token;
-			index[m++] = k;
+			added = lt_release_keys(held[k], &batch[m]);
+			for (int j = 0; j < added; j++)
+				index[m++] = k;
 		}
 		redlock_quorum_release_many(set, batch, m, wait_all, cleanup, results);
+		/* A lock's result is its key's (a permit's attempt: the slot most deleted). */
 		for (int j = 0; j < m; j++)
-			infos[index[j]].result = results[j];
+			if (j == 0 || index[j] != index[j - 1] ||
+				results[j].accepted > infos[index[j]].result.accepted)
+				infos[index[j]].result = results[j];
 	}
 
 	/* Waiters in this cluster need not wait for the announcement to come back. */
 	for (int k = 0; k < n && !skip_network; k++)
+	{
+		const char *announced = held[k]->semaphore_key ? held[k]->semaphore_key : held[k]->key;
+
 		if (infos[k].result.accepted > 0)
-			(void) redlock_waiters_wake(held[k]->key, strlen(held[k]->key), true);
+			(void) redlock_waiters_wake(announced, strlen(announced), true);
+	}
 	for (int k = 0; k < n; k++)
 		redlock_locktable_drop(held[k]);
 	if (report && !skip_network)
@@ -387,7 +503,7 @@ redlock_locktable_release(RedlockHeldLock **held, int n, bool cleanup, bool wait
 void
 redlock_locktable_lose(RedlockHeldLock *lock)
 {
-	RedlockKeyToken kt = {lock->key, lock->token};
+	RedlockKeyToken kt = {lock->key, lock->token, lock->semaphore_key};
 	RedlockResult released;
 
 	lt_unregister(lock);

@@ -25,8 +25,12 @@
 typedef struct RedlockHeldLock
 {
 	char		resource[REDLOCK_MAX_RESOURCE_LEN + 1];	/* hash key */
-	char	   *key;			/* the Redis key, at acquisition */
+	char	   *key;			/* the Redis key, at acquisition (a permit: its slot's
+								 * key once acquired, the semaphore's key before) */
 	int			prefix_len;		/* bytes of redlock.key_prefix at its start */
+	int			permits;		/* a semaphore's permit: its permits; 0: a lock */
+	char	   *semaphore_key;	/* a permit: the semaphore's key (its waiters wait on
+								 * it; its slots' releases announce it); else NULL */
 	char		token[REDLOCK_TOKEN_LEN + 1];	/* of the latest acquire attempt */
 	RedlockNodeSet *set;		/* the masters it was taken on */
 	bool		releasing;		/* no holds left; its release is under way */
@@ -42,7 +46,11 @@ typedef struct RedlockHeldLock
 } RedlockHeldLock;
 
 extern RedlockHeldLock *redlock_locktable_find(const char *resource);
-extern RedlockHeldLock *redlock_locktable_create(const char *resource, RedlockNodeSet *set);
+extern RedlockHeldLock *redlock_locktable_create(const char *resource, int permits,
+												 RedlockNodeSet *set);
+extern char **redlock_locktable_slot_keys(const RedlockHeldLock *lock);
+extern void redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot);
+extern int	redlock_locktable_kind(const char *resource);
 extern void redlock_locktable_rebase(RedlockHeldLock *lock, RedlockNodeSet *set);
 extern void redlock_locktable_add_hold(RedlockHeldLock *lock, RedlockScope scope);
 extern void redlock_locktable_register(RedlockHeldLock *lock);

@@ -49,13 +49,16 @@
  * Spec §2: delete the key only while it still holds our token; then tell waiters on
  * the key's own release channel (the message is the key), so that they retry at once.
  * Only clusters with a backend waiting for that key subscribe to it (subscription.c).
+ * ARGV[2], when given, is the key announced instead: a permit's slot announces its
+ * semaphore's resource key, on which the semaphore's waiters wait.
  * The holder record goes with the key.
  */
 static RedlockScript release_script = {
 	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
 	"local n = redis.call(\"del\", KEYS[1]) "
 	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
-	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1]) "
+	"local a = ARGV[2] or KEYS[1] "
+	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. a, a) "
 	"return n else " QUORUM_STRAY_RECORD_LUA "return 0 end",
 	.redeliver = true
 };
@@ -232,98 +235,165 @@ quorum_key_command(RedlockCommand *command, const char *name, const char *key,
 }
 
 /*
+ * One slot's commands in an acquire round, in this order: its SET NX, a waiter's GET
+ * and PTTL, the holder record's SET NX.
+ */
+typedef struct QuorumSlotCommands
+{
+	int			per_slot;		/* commands per slot */
+	int			look;			/* 3 when GET and PTTL follow the SET, else 1 */
+	bool		record;			/* the record's SET is last */
+} QuorumSlotCommands;
+
+/* Fills a slot's commands (layout above) at commands for key; the token comes later. */
+static void
+quorum_slot_fill(RedlockCommand *commands, const QuorumSlotCommands *layout,
+				 const char *key, const char *record_key, const char *ttl_text, int quorum)
+{
+	RedlockCommand *command = &commands[0];
+
+	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
+	command->need = quorum;
+	command->accept = quorum_accept_ok;
+	command->argc = 6;
+	command->argv[0] = "SET";
+	command->argv[1] = key;
+	command->argv[3] = "NX";
+	command->argv[4] = "PX";
+	command->argv[5] = ttl_text;
+	for (int i = 0; i < command->argc; i++)
+		command->argvlen[i] = command->argv[i] ? strlen(command->argv[i]) : 0;
+
+	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
+	if (layout->look == 3)
+	{
+		quorum_key_command(&commands[1], "GET", key, quorum_accept_value, quorum);
+		quorum_key_command(&commands[2], "PTTL", key, redlock_tally_integer, quorum);
+	}
+
+	/*
+	 * The holder record, right behind in the same round trip: SET NX too, so that an
+	 * attempt refused because the lock is held leaves the holder's record alone (the
+	 * record names its token, and is read only beside it: holder.c).
+	 */
+	if (layout->record)
+	{
+		RedlockCommand *record = &commands[layout->look];
+
+		memcpy(record, command, sizeof(*record));
+		record->accept = quorum_answered_set;
+		record->argv[1] = record_key;
+		record->argvlen[1] = strlen(record_key);
+	}
+}
+
+/*
  * redlock_quorum_acquire
- *		Acquires key on a quorum of set's masters (spec §3), retrying a busy lock
- *		(spec §4).
- *
- * set: the masters.  key: the Redis key.
- * token: a buffer of REDLOCK_TOKEN_LEN + 1 bytes; a fresh token (redlock_new_token) is
- *		written into it before each attempt's SET goes out, so that it always holds the
- *		token of the latest attempt (the one to undo if the caller is interrupted).
- * ttl_ms: the TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
- * holder: NULL, or the holder record (holder.c) to write beside the key, with SET NX
- *		and the key's TTL, right behind each attempt's SET in the same round trip.
- * wait_ms: how long to keep retrying, in milliseconds, a lock that is busy or that
- *		fewer than a quorum answered for (a master's blip); 0 makes one attempt, < 0
- *		retries without limit (until interrupted).  When it is not 0, each
- *		attempt also asks every master for the key's value and PTTL: the retry delay
- *		ends when a quorum of the keys that refused us will have expired, and a failed
- *		attempt's undo announces the release only when no single other client holds
- *		the lock on a quorum (a single attempt's undo never announces).
- * waiter: NULL, or this backend's slot on the waiter board, woken when a release of
- *		key is announced (see redlock_retry_sleep): the retry delay then ends early.
- * behind: other backends of this cluster already wait for key (with waiter only):
- *		the first attempt waits for a wake-up too, or one retry delay, rather than race
- *		the waiter a release has just woken; a third contender in a round can split
- *		the masters' votes so that nobody wins.
- * result: REDLOCK_OK with valid_until_ms set, measured from the start of the attempt
- *		that won; REDLOCK_BUSY when the last attempt found the lock held elsewhere (or
- *		won too late to leave any validity); REDLOCK_UNAVAILABLE when fewer than a
- *		quorum of masters answered the last attempt, with its node_errors.  Both are
- *		retried while the wait lasts: with wait_ms 0, the one attempt's outcome.
- *
- * A failed attempt is undone on every master at once (spec §3 step 5).  Raises what
- * an interrupted wait raises (57014 on cancel or statement_timeout), and XX000 if the
- * strong random source fails.
+ *		redlock_quorum_acquire_one_of for one key: acquires key on a quorum of set's
+ *		masters (spec §3), retrying a busy lock (spec §4); arguments and result as
+ *		described there.  Raises what that raises.
  */
 void
 redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int ttl_ms,
 					   int wait_ms, const char *holder, RedlockWaiter *waiter, bool behind,
 					   RedlockResult *result)
 {
+	int			slot;
+
+	redlock_quorum_acquire_one_of(set, &key, 1, NULL, token, ttl_ms, wait_ms, holder,
+								  waiter, behind, result, &slot);
+}
+
+/*
+ * redlock_quorum_acquire_one_of
+ *		Acquires one of nkeys keys on a quorum of set's masters (spec §3), retrying
+ *		while all are busy (spec §4): a lock (nkeys 1) or a semaphore's permit (its
+ *		slots, doc/semaphores.md).  Every attempt sends SET NX for every key to every
+ *		master in one round trip; the first key that a quorum granted is kept, and
+ *		every other key granted anywhere is undone at once.
+ *
+ * Invariant: each key is an ordinary Redlock key, held by at most one client (two
+ * quorums meet), and an attempt keeps at most one of them; so at most nkeys clients
+ * hold one, whatever the masters' replies and their order.  The quorum is counted per
+ * key, never across keys.
+ *
+ * set: the masters.  keys, nkeys: the Redis keys, 1..REDLOCK_MAX_PERMITS.
+ * announce: NULL, or the key on whose release channel an undo of a key announces it
+ *		(a semaphore's waiters wait on its resource's key); NULL announces the key.
+ * token: a buffer of REDLOCK_TOKEN_LEN + 1 bytes; a fresh token (redlock_new_token) is
+ *		written into it before each attempt's SET goes out, so that it always holds the
+ *		token of the latest attempt (the one to undo, on every key, if the caller is
+ *		interrupted).
+ * ttl_ms: the TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
+ * holder: NULL, or the holder record (holder.c) to write beside each key, with SET NX
+ *		and the key's TTL, right behind each attempt's SET in the same round trip.
+ * wait_ms: how long to keep retrying, in milliseconds, while every key is busy or
+ *		fewer than a quorum answered (a master's blip); 0 makes one attempt, < 0
+ *		retries without limit (until interrupted).  When it is not 0, each attempt
+ *		also asks every master for each key's value and PTTL: the retry delay ends when
+ *		a quorum of some key's masters that refused us will have expired it, and a
+ *		failed attempt's undo announces a key's release only when no single other
+ *		client holds that key on a quorum (a single attempt's undo never announces).
+ * waiter: NULL, or this backend's slot on the waiter board, woken when a release of
+ *		the awaited key is announced (see redlock_retry_sleep): the retry delay then
+ *		ends early.
+ * behind: other backends of this cluster already wait for it (with waiter only): the
+ *		first attempt waits for a wake-up too, or one retry delay, rather than race the
+ *		waiter a release has just woken; a third contender in a round can split the
+ *		masters' votes so that nobody wins.
+ * result: REDLOCK_OK with valid_until_ms set, measured from the start of the attempt
+ *		that won, and the counts of the key kept; REDLOCK_BUSY when the last attempt
+ *		found every key held elsewhere (or won too late to leave any validity);
+ *		REDLOCK_UNAVAILABLE when fewer than a quorum of masters answered the last
+ *		attempt, with its node_errors.  Both are retried while the wait lasts: with
+ *		wait_ms 0, the one attempt's outcome.
+ * slot: set to the index of the key held (REDLOCK_OK), else -1.
+ *
+ * A failed attempt is undone on every master at once (spec §3 step 5).  Raises what
+ * an interrupted wait raises (57014 on cancel or statement_timeout), and XX000 if the
+ * strong random source fails.
+ */
+void
+redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int nkeys,
+							  const char *announce, char *token, int ttl_ms, int wait_ms,
+							  const char *holder, RedlockWaiter *waiter, bool behind,
+							  RedlockResult *result, int *slot)
+{
+	QuorumSlotCommands layout;
+	RedlockCommand *commands;
+	RedlockCommand *undo;
+	RedlockResult *tallies = palloc(sizeof(RedlockResult) * nkeys);
 	RedlockNodeOutcome *outcomes;
-	RedlockCommand commands[4] = {0};
-	RedlockCommand *command = &commands[0];
-	RedlockCommand *get = &commands[1];
-	RedlockCommand *pttl = &commands[2];
-	int			nlook = (wait_ms != 0) ? 3 : 1;	/* the SET, and a waiter's GET, PTTL */
-	int			ncommands = nlook + (holder ? 1 : 0);
-	RedlockCommand *record = &commands[nlook];
-	char	   *record_key = NULL;
+	char	  **record_keys = NULL;
 	StringInfoData record_value;
-	RedlockCommand undo;
 	char		ttl_text[16];
 	double		deadline_ms;
 	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
+	int			count;
 
+	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_PERMITS);
 	quorum_result_init(set, result);
+	count = result->node_count;
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(result->node_count, 1) * 4);
+	layout.look = (wait_ms != 0) ? 3 : 1;
+	layout.record = holder != NULL;
+	layout.per_slot = layout.look + (holder ? 1 : 0);
+	commands = palloc0(sizeof(RedlockCommand) * layout.per_slot * nkeys);
+	undo = palloc0(sizeof(RedlockCommand) * nkeys);
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * layout.per_slot * nkeys);
 
-	/* Spec §2: SET key token NX PX ttl; decided once a quorum granted it, or cannot. */
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
-	command->need = result->quorum;
-	command->accept = quorum_accept_ok;
-	command->argc = 6;
-	command->argv[0] = "SET";
-	command->argv[1] = key;
-	command->argv[2] = token;
-	command->argv[3] = "NX";
-	command->argv[4] = "PX";
-	command->argv[5] = ttl_text;
-	for (int i = 0; i < command->argc; i++)
-		command->argvlen[i] = strlen(command->argv[i]);
-
-	/*
-	 * The holder record, right behind the SET in the same round trip: SET NX too, so
-	 * that an attempt refused because the lock is held leaves the holder's record
-	 * alone (the record names its token, and is read only beside it: holder.c).
-	 */
 	if (holder)
 	{
-		record_key = psprintf("%s%s", key, REDLOCK_HOLDER_KEY_SUFFIX);
+		record_keys = palloc(sizeof(char *) * nkeys);
 		initStringInfo(&record_value);
-		memcpy(record, command, sizeof(*record));
-		record->accept = quorum_answered_set;
-		record->argv[1] = record_key;
-		record->argvlen[1] = strlen(record_key);
 	}
-
-	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
-	if (nlook == 3)
+	for (int s = 0; s < nkeys; s++)
 	{
-		quorum_key_command(get, "GET", key, quorum_accept_value, result->quorum);
-		quorum_key_command(pttl, "PTTL", key, redlock_tally_integer, result->quorum);
+		if (holder)
+			record_keys[s] = psprintf("%s%s", keys[s], REDLOCK_HOLDER_KEY_SUFFIX);
+		quorum_slot_fill(&commands[s * layout.per_slot], &layout, keys[s],
+						 holder ? record_keys[s] : NULL, ttl_text, result->quorum);
 	}
 
 	/* Queue behind this cluster's waiters: the oldest is woken first (waiters.c). */
@@ -340,71 +410,110 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		double		start_ms;
 		double		now;
 		RedlockWakeCount seen = {0, 0};
-		double		free_in;
-		bool		held_elsewhere;
+		double		free_in = -1;
+		int			kept = -1;
+		int			nundo = 0;
 
 		if (waiter)
 			redlock_waiters_read(waiter, &seen);
 		redlock_new_token(token);
-		command->argvlen[2] = strlen(token);
 		if (holder)
 		{
 			resetStringInfo(&record_value);
 			appendStringInfo(&record_value, "%s\t%s\t" INT64_FORMAT, token, holder,
 							 redlock_holder_now_us());
-			record->argv[2] = record_value.data;
-			record->argvlen[2] = record_value.len;
+		}
+		for (int s = 0; s < nkeys; s++)
+		{
+			RedlockCommand *command = &commands[s * layout.per_slot];
+
+			command->argv[2] = token;
+			command->argvlen[2] = strlen(token);
+			if (holder)
+			{
+				command[layout.look].argv[2] = record_value.data;
+				command[layout.look].argvlen[2] = record_value.len;
+			}
 		}
 		start_ms = redlock_clock_ms();
 		result->attempts++;
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
 		if (waiter)
 			redlock_waiters_count_attempt(waiter);
-		redlock_nodes_run(set, commands, ncommands, false, outcomes);
+		redlock_nodes_run(set, commands, layout.per_slot * nkeys, false, outcomes);
 		now = redlock_clock_ms();
-		quorum_debug_outcomes(set, "acquire", key, outcomes, result->node_count, now - start_ms);
-
-		redlock_tally_round(outcomes, quorum_accept_ok, quorum_answered_set, NULL, result);
 		result->elapsed_ms = now - start_ms;
+
+		/* Each key's quorum on its own (the invariant above); keep the first granted. */
+		for (int s = 0; s < nkeys; s++)
+		{
+			RedlockNodeOutcome *mine = outcomes + s * layout.per_slot * count;
+
+			quorum_debug_outcomes(set, "acquire", keys[s], mine, count, result->elapsed_ms);
+			tallies[s] = *result;
+			redlock_tally_round(mine, quorum_accept_ok, quorum_answered_set, NULL, &tallies[s]);
+			/* Spec §3 steps 3 and 4: a quorum, and validity left after elapsed and drift. */
+			if (kept < 0 && tallies[s].accepted >= result->quorum &&
+				ttl_ms - result->elapsed_ms - drift_ms > 0)
+				kept = s;
+			if (layout.look == 3)
+			{
+				double		free_s = redlock_free_in_ms(mine, mine + 2 * count, count,
+														result->quorum);
+
+				if (free_s >= 0 && (free_in < 0 || free_s < free_in))
+					free_in = free_s;
+			}
+		}
+		*slot = kept;
+		result->accepted = tallies[Max(kept, 0)].accepted;
+		result->answered = tallies[Max(kept, 0)].answered;
+		result->failed = tallies[Max(kept, 0)].failed;
 		if (result->node_errors)	/* an earlier attempt's */
 			pfree(result->node_errors);
 		result->node_errors = NULL;
-		free_in = nlook == 3
-			? redlock_free_in_ms(outcomes, outcomes + 2 * result->node_count,
-								 result->node_count, result->quorum)
-			: -1;
-		held_elsewhere = nlook == 1 ||
-			redlock_held_by_one_client(outcomes, outcomes + result->node_count,
-									   result->node_count, result->quorum);
+		if (kept < 0)
+		{
+			result->status = result->answered < result->quorum
+				? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
+			if (result->status == REDLOCK_UNAVAILABLE)
+				result->node_errors = redlock_node_errors(set, outcomes, count);
+		}
 
-		/* Spec §3 steps 3 and 4: a quorum, and validity left after elapsed and drift. */
-		if (result->accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0)
+		/*
+		 * Spec §3 step 5: undo every key not kept on every master at once, including
+		 * those that did not answer, since a request that timed out may still have set
+		 * the key; also when only a holder record of ours was set (the scripts delete
+		 * it there).  A key granted by a quorum but not kept is free for others: its
+		 * undo announces it.  Nobody waits for the replies (each connection reads them
+		 * before its next use), so the outcomes, read above, can be written over.
+		 */
+		for (int s = 0; s < nkeys; s++)
+		{
+			RedlockNodeOutcome *mine = outcomes + s * layout.per_slot * count;
+			bool		held_elsewhere;
+
+			if (s == kept ||
+				!(tallies[s].accepted > 0 || tallies[s].answered < count ||
+				  (holder && quorum_record_written(mine + layout.look * count, count))))
+				continue;
+			held_elsewhere = tallies[s].accepted < result->quorum &&
+				(layout.look == 1 ||
+				 redlock_held_by_one_client(mine, mine + count, count, result->quorum));
+			quorum_script_command(&undo[nundo++],
+								  held_elsewhere ? &quiet_release_script : &release_script,
+								  keys[s], token, announce, -1);
+		}
+		if (nundo > 0)
+			redlock_nodes_run(set, undo, nundo, false, outcomes);
+
+		if (kept >= 0)
 		{
 			result->status = REDLOCK_OK;
 			result->valid_until_ms = start_ms + ttl_ms - drift_ms;
 			redlock_stats_count(REDLOCK_STAT_ACQUIRED);
 			redlock_stats_acquire_latency(result->elapsed_ms);
 			break;
-		}
-
-		result->status = result->answered < result->quorum ? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
-		if (result->status == REDLOCK_UNAVAILABLE)
-			result->node_errors = redlock_node_errors(set, outcomes, result->node_count);
-
-		/*
-		 * Spec §3 step 5: undo on every master at once, including those that did not
-		 * answer, since a request that timed out may still have set the key; also when
-		 * only a holder record of ours was set (the scripts delete it there).  Nobody
-		 * waits for the replies (each connection reads them before its next use), so
-		 * the outcomes, read above, can be written over.
-		 */
-		if (result->accepted > 0 || result->answered < result->node_count ||
-			(holder && quorum_record_written(outcomes + nlook * result->node_count,
-											 result->node_count)))
-		{
-			quorum_script_command(&undo, held_elsewhere ? &quiet_release_script : &release_script,
-						   key, token, NULL, -1);
-			redlock_nodes_run(set, &undo, 1, false, outcomes);
 		}
 
 		redlock_stats_count(result->status == REDLOCK_UNAVAILABLE
@@ -420,9 +529,14 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
 		redlock_retry_sleep(result->elapsed_ms, deadline_ms, free_in, waiter, &seen);
 	}
 	pfree(outcomes);
+	pfree(undo);
+	pfree(commands);
+	pfree(tallies);
 	if (holder)
 	{
-		pfree(record_key);
+		for (int s = 0; s < nkeys; s++)
+			pfree(record_keys[s]);
+		pfree(record_keys);
 		pfree(record_value.data);
 	}
 }
@@ -455,8 +569,8 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 	for (int k = 0; k < n; k++)
 		quorum_result_init(set, &results[k]);
 	for (int k = 0; k < n; k++)
-		quorum_script_command(&commands[k], &release_script, locks[k].key, locks[k].token, NULL,
-					   wait_all ? 0 : results[k].quorum);
+		quorum_script_command(&commands[k], &release_script, locks[k].key, locks[k].token,
+							  locks[k].announce, wait_all ? 0 : results[k].quorum);
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(n * count, 1));
 	redlock_nodes_run(set, commands, n, cleanup, outcomes);
 	elapsed_ms = redlock_clock_ms() - start_ms;
@@ -576,7 +690,7 @@ void
 redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token, int ttl_ms,
 					  RedlockResult *result)
 {
-	RedlockKeyToken kt = {key, token};
+	RedlockKeyToken kt = {key, token, NULL};
 
 	redlock_quorum_extend_many(set, &kt, &ttl_ms, 1, false, result);
 }

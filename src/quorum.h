@@ -19,6 +19,11 @@ extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *t
 								   int ttl_ms, int wait_ms, const char *holder,
 								   struct RedlockWaiter *waiter,
 								   bool behind, RedlockResult *result);
+extern void redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys,
+										  int nkeys, const char *announce, char *token,
+										  int ttl_ms, int wait_ms, const char *holder,
+										  struct RedlockWaiter *waiter, bool behind,
+										  RedlockResult *result, int *slot);
 extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 										int n, bool wait_all, bool cleanup,
 										RedlockResult *results);

@@ -26,6 +26,14 @@
 #define REDLOCK_TOKEN_LEN			(REDLOCK_TOKEN_BYTES * 2)	/* hex characters */
 #define REDLOCK_NODE_ERROR_LEN		160		/* bytes kept of a node's error text */
 #define REDLOCK_NODE_NAME_LEN		(REDLOCK_MAX_ADDR_LEN + 10)	/* "[host]:port" */
+#define REDLOCK_MAX_PERMITS			64		/* permits of one semaphore: its slots' SETs
+											 * go out in one round trip */
+
+/*
+ * A semaphore of k permits is k exclusive locks, its slots: the resource's key followed
+ * by this separator and the slot number, 1..k (doc/semaphores.md).
+ */
+#define REDLOCK_PERMIT_SLOT_SEPARATOR "#"
 
 /* ---- configuration: the masters (servers.c parses them) ---- */
 
@@ -207,11 +215,16 @@ typedef struct RedlockResult
 	bool		worker_silent;	/* auto-extended: the worker did not answer in time */
 } RedlockResult;
 
-/* One lock to release: its key and token. */
+/*
+ * One lock to release: its key and token, and the key whose channel its release is
+ * announced on (NULL: its own; a semaphore's permit announces its resource's key, on
+ * which that semaphore's waiters wait).
+ */
 typedef struct RedlockKeyToken
 {
 	const char *key;
 	const char *token;
+	const char *announce;
 } RedlockKeyToken;
 
 /*

@@ -277,13 +277,14 @@ redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 
 /*
  * redlock_registry_activate
- *		Marks a reserved entry held: token as acquired, ttl_ms milliseconds, valid
- *		until valid_until_ms (a redlock_clock_ms() time).  The worker renews it first a
- *		third of the TTL after the acquire started.  Raises nothing.
+ *		Marks a reserved entry held: key and token as acquired (a permit's key is its
+ *		slot's, known only now; no longer than the key reserved), ttl_ms milliseconds,
+ *		valid until valid_until_ms (a redlock_clock_ms() time).  The worker renews it
+ *		first a third of the TTL after the acquire started.  Raises nothing.
  */
 void
-redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token,
-						  int ttl_ms, double valid_until_ms)
+redlock_registry_activate(const RedlockRegistryHandle *handle, const char *key,
+						  const char *token, int ttl_ms, double valid_until_ms)
 {
 	RegistryEntry *entry;
 	bool		wake = false;
@@ -292,6 +293,7 @@ redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token
 	entry = registry_entry_of(handle);
 	if (entry && entry->lease.state == LEASE_PENDING)
 	{
+		strlcpy(entry->key, key, sizeof(entry->key));
 		strlcpy(entry->token, token, sizeof(entry->token));
 		redlock_lease_hold(&entry->lease, ttl_ms, valid_until_ms);
 		/* Only a lock due before the worker's planned wake-up needs it now. */

@@ -56,8 +56,8 @@ typedef struct RedlockRenewalOutcome
 extern void RedlockRegistryInit(void);
 extern void redlock_registry_reserve(const char *key, int prefix_len, bool cancel_on_loss,
 									 RedlockRegistryHandle *handle);
-extern void redlock_registry_activate(const RedlockRegistryHandle *handle, const char *token,
-									  int ttl_ms, double valid_until_ms);
+extern void redlock_registry_activate(const RedlockRegistryHandle *handle, const char *key,
+									  const char *token, int ttl_ms, double valid_until_ms);
 extern void redlock_registry_remove(RedlockRegistryHandle *handle);
 /* The lease (lease.h) of an auto-extended lock, with and without the lock. */
 struct RedlockLease;

@@ -131,19 +131,69 @@ sql_report_worker_silent(const char *resource, const RedlockResult *result)
 				 errhint("Check that the worker runs: pg_stat_activity shows it with backend_type \"redlock auto-extend\".")));
 }
 
-/* Shared by redlock_acquire and redlock_xact_acquire. */
+/* The permits argument: 1..REDLOCK_MAX_PERMITS. */
+static int
+sql_arg_permits(FunctionCallInfo fcinfo, int argno)
+{
+	int			permits;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("permits must not be null")));
+	permits = PG_GETARG_INT32(argno);
+	if (permits < 1 || permits > REDLOCK_MAX_PERMITS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("permits must be between 1 and %d", REDLOCK_MAX_PERMITS),
+				 errdetail("The number of permits given was %d.", permits),
+				 errhint("Each permit is a lock of its own on the masters, all tried in one round trip.")));
+	return permits;
+}
+
+/* The words for what this backend holds of a resource (redlock_locktable_kind). */
+static char *
+sql_kind_words(int permits)
+{
+	return permits == 0 ? pstrdup("a lock") : psprintf("a permit of a %d-permit semaphore", permits);
+}
+
+/*
+ * Refuses to take resource as another kind than this backend holds it: a lock and a
+ * permit, or permits of semaphores of different sizes, under one name (55000).
+ */
+static void
+sql_refuse_other_kind(const char *resource, int permits)
+{
+	int			held = redlock_locktable_kind(resource);
+
+	if (held < 0 || held == permits)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("resource \"%s\" is held by this session as %s, not as %s",
+					resource, sql_kind_words(held), sql_kind_words(permits)),
+			 errdetail("A resource name is either a lock or a semaphore, whose callers all give the same number of permits."),
+			 errhint("Release it first, or use another resource name.")));
+}
+
+/*
+ * Shared by redlock_acquire, redlock_xact_acquire and their _permit forms: the
+ * arguments from argument first on are ttl_ms and wait_ms; permits 0 takes a lock.
+ */
 static bool
-sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope)
+sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
 {
 	char	   *resource = redlock_sqlarg_resource(fcinfo, 0);
-	int			ttl_ms = sql_arg_ttl(fcinfo, 1, false, 0);
-	int			wait_ms = sql_arg_wait(fcinfo, 2);
+	int			ttl_ms = sql_arg_ttl(fcinfo, first, false, 0);
+	int			wait_ms = sql_arg_wait(fcinfo, first + 1);
 	bool		bounded_by_lock_timeout = false;
 	bool		was_lost;
 	RedlockResult result;
 
 	redlock_sqlarg_refuse_parallel();
 	redlock_sqlarg_require_servers();
+	sql_refuse_other_kind(resource, permits);
 	redlock_hooks_register();
 
 	/* An unlimited wait still honours lock_timeout, as PostgreSQL's lock waits do. */
@@ -153,7 +203,7 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope)
 		bounded_by_lock_timeout = true;
 	}
 
-	if (redlock_lock_acquire(resource, scope, ttl_ms, wait_ms, &was_lost,
+	if (redlock_lock_acquire(resource, permits, scope, ttl_ms, wait_ms, &was_lost,
 							 &result) == REDLOCK_HELD)
 	{
 		if (was_lost)
@@ -209,7 +259,7 @@ PG_FUNCTION_INFO_V1(redlock_acquire);
 Datum
 redlock_acquire(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_SESSION));
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_SESSION, 0, 1));
 }
 
 /*
@@ -225,7 +275,47 @@ PG_FUNCTION_INFO_V1(redlock_xact_acquire);
 Datum
 redlock_xact_acquire(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_XACT));
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_XACT, 0, 1));
+}
+
+/*
+ * redlock_acquire_permit(resource text, permits integer, ttl_ms integer DEFAULT
+ *		30000, wait_ms integer DEFAULT 0) RETURNS boolean (1.5)
+ *
+ * Takes a session-scoped permit of the semaphore resource, which admits at most
+ * permits holders at once across every cluster that uses these masters
+ * (doc/semaphores.md): one of its slots, the locks resource#1..resource#permits, all
+ * tried in one round trip per attempt (spec §3 for each), the first that a quorum
+ * granted kept and the others undone.  ttl_ms, wait_ms, retries, holds, re-acquire
+ * and the scope's end as for redlock_acquire; released by redlock_release(resource);
+ * redlock_extend, redlock_fencing_token (per slot) and redlock.auto_extend work on it
+ * as on a lock.  Every caller of one semaphore must give the same permits.
+ *
+ * Returns true when a permit was taken, false when all permits are held elsewhere.
+ * Errors: those of redlock_acquire; 22004 NULL permits; 22023 permits outside
+ * 1..REDLOCK_MAX_PERMITS (64); 55000 this session holds resource as a lock, or as a
+ * permit of another number of permits.
+ */
+PG_FUNCTION_INFO_V1(redlock_acquire_permit);
+Datum
+redlock_acquire_permit(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_SESSION, sql_arg_permits(fcinfo, 1), 2));
+}
+
+/*
+ * redlock_xact_acquire_permit(resource text, permits integer, ttl_ms integer DEFAULT
+ *		30000, wait_ms integer DEFAULT 0) RETURNS boolean (1.5)
+ *
+ * As redlock_acquire_permit, but transaction-scoped, as redlock_xact_acquire: the
+ * permit is released right after the transaction ends, and a commit after its
+ * validity ran out fails with 55P03.  Same arguments, result and errors.
+ */
+PG_FUNCTION_INFO_V1(redlock_xact_acquire_permit);
+Datum
+redlock_xact_acquire_permit(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_XACT, sql_arg_permits(fcinfo, 1), 2));
 }
 
 /*

@@ -152,6 +152,7 @@ worker_renew_round(uint64 *changes)
 				continue;
 			batch[m].key = renewals[k].key;
 			batch[m].token = renewals[k].token;
+			batch[m].announce = NULL;
 			ttls[m] = renewals[k].ttl_ms;
 			index[m++] = k;
 			done[k] = true;
