@@ -82,6 +82,18 @@ static RedlockScript extend_script = {
 };
 
 /*
+ * A semaphore's attempt also asks each master whether a slot past its permits is
+ * held (KEYS[1] the semaphore's key, ARGV[1] its permits, ARGV[2] the most there can
+ * be): the lowest such slot, or 0.  A caller giving more permits for the same resource
+ * would break the bound of those giving fewer; this is how they learn of it.
+ */
+static RedlockScript beyond_script = {
+	.body = "for i = tonumber(ARGV[1]) + 1, tonumber(ARGV[2]) do "
+	"if redis.call(\"exists\", KEYS[1] .. \"" REDLOCK_PERMIT_SLOT_SEPARATOR "\" .. i) == 1 "
+	"then return i end end return 0"
+};
+
+/*
  * redlock_new_token
  *		Writes a fresh token into token (REDLOCK_TOKEN_LEN + 1 bytes): 20 bytes from
  *		pg_strong_random, hex-encoded (spec §2).  Raises ERROR (XX000) if the strong
@@ -111,6 +123,7 @@ RedlockQuorumInit(void)
 	redlock_script_register(&release_script);
 	redlock_script_register(&quiet_release_script);
 	redlock_script_register(&extend_script);
+	redlock_script_register(&beyond_script);
 }
 
 /* Starts result for an operation over set. */
@@ -288,6 +301,26 @@ quorum_slot_fill(RedlockCommand *commands, const QuorumSlotCommands *layout,
 }
 
 /*
+ * The lowest slot past a semaphore's permits that at least quorum masters report
+ * held (beyond_script's replies), or 0.
+ */
+static int
+quorum_beyond_slot(const RedlockNodeOutcome *outcomes, int count, int quorum)
+{
+	int			seen = 0;
+	int			lowest = 0;
+
+	for (int i = 0; i < count; i++)
+		if (outcomes[i].kind == REDLOCK_REPLY_INTEGER && outcomes[i].integer > 0)
+		{
+			seen++;
+			if (lowest == 0 || outcomes[i].integer < lowest)
+				lowest = (int) outcomes[i].integer;
+		}
+	return seen >= quorum ? lowest : 0;
+}
+
+/*
  * redlock_quorum_acquire
  *		redlock_quorum_acquire_one_of for one key: acquires key on a quorum of set's
  *		masters (spec §3), retrying a busy lock (spec §4); arguments and result as
@@ -349,6 +382,12 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
  *		wait_ms 0, the one attempt's outcome.
  * slot: set to the index of the key held (REDLOCK_OK), else -1.
  *
+ * A semaphore's attempt (announce set, fewer than REDLOCK_MAX_PERMITS keys) also asks
+ * each master for a held slot past nkeys, in the same round trip: when a quorum reports
+ * one, another caller gives more permits and the bound is broken; the attempt is
+ * undone whatever it won, not retried, and result->beyond_slot (1-based) names it,
+ * with REDLOCK_BUSY.
+ *
  * A failed attempt is undone on every master at once (spec §3 step 5).  Raises what
  * an interrupted wait raises (57014 on cancel or statement_timeout), and XX000 if the
  * strong random source fails.
@@ -370,6 +409,10 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	double		deadline_ms;
 	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
 	int			count;
+	int			nsent;
+	char		permits_text[16];
+	char		max_text[16];
+	bool		check_beyond = announce != NULL && nkeys < REDLOCK_MAX_PERMITS;
 
 	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_PERMITS);
 	quorum_result_init(set, result);
@@ -378,9 +421,10 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	layout.look = (wait_ms != 0) ? 3 : 1;
 	layout.record = holder != NULL;
 	layout.per_slot = layout.look + (holder ? 1 : 0);
-	commands = palloc0(sizeof(RedlockCommand) * layout.per_slot * nkeys);
+	nsent = layout.per_slot * nkeys + (check_beyond ? 1 : 0);
+	commands = palloc0(sizeof(RedlockCommand) * nsent);
 	undo = palloc0(sizeof(RedlockCommand) * nkeys);
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * layout.per_slot * nkeys);
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * nsent);
 
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
 	if (holder)
@@ -394,6 +438,16 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 			record_keys[s] = psprintf("%s%s", keys[s], REDLOCK_HOLDER_KEY_SUFFIX);
 		quorum_slot_fill(&commands[s * layout.per_slot], &layout, keys[s],
 						 holder ? record_keys[s] : NULL, ttl_text, result->quorum);
+	}
+	if (check_beyond)
+	{
+		RedlockCommand *beyond = &commands[nsent - 1];
+
+		snprintf(permits_text, sizeof(permits_text), "%d", nkeys);
+		snprintf(max_text, sizeof(max_text), "%d", REDLOCK_MAX_PERMITS);
+		quorum_script_command(beyond, &beyond_script, announce, permits_text, max_text,
+							  result->quorum);
+		beyond->accept = redlock_tally_integer;
 	}
 
 	/* Queue behind this cluster's waiters: the oldest is woken first (waiters.c). */
@@ -440,7 +494,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
 		if (waiter)
 			redlock_waiters_count_attempt(waiter);
-		redlock_nodes_run(set, commands, layout.per_slot * nkeys, false, outcomes);
+		redlock_nodes_run(set, commands, nsent, false, outcomes);
 		now = redlock_clock_ms();
 		result->elapsed_ms = now - start_ms;
 
@@ -465,6 +519,10 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 					free_in = free_s;
 			}
 		}
+		result->beyond_slot = check_beyond
+			? quorum_beyond_slot(outcomes + (nsent - 1) * count, count, result->quorum) : 0;
+		if (result->beyond_slot > 0)
+			kept = -1;			/* refused: undone below with the others */
 		*slot = kept;
 		result->accepted = tallies[Max(kept, 0)].accepted;
 		result->answered = tallies[Max(kept, 0)].answered;
@@ -474,7 +532,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		result->node_errors = NULL;
 		if (kept < 0)
 		{
-			result->status = result->answered < result->quorum
+			result->status = result->answered < result->quorum && result->beyond_slot == 0
 				? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
 			if (result->status == REDLOCK_UNAVAILABLE)
 				result->node_errors = redlock_node_errors(set, outcomes, count);
@@ -524,7 +582,8 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		 * quorum answered is retried like a busy one (the undo above went out), and
 		 * the last attempt's outcome is the answer when the wait runs out.
 		 */
-		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
+		if (result->beyond_slot > 0 ||
+			(deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms))
 			break;
 		redlock_retry_sleep(result->elapsed_ms, deadline_ms, free_in, waiter, &seen);
 	}

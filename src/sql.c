@@ -214,6 +214,13 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
 		return true;
 	}
 
+	if (result.beyond_slot > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("semaphore \"%s\" has a holder beyond its %d permits", resource, permits),
+				 errdetail("Its slot %d (\"%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d\") is held on a quorum of the masters: another caller gives more permits for this resource, or holds a lock of that name.",
+						   result.beyond_slot, resource, result.beyond_slot),
+				 errhint("Give every caller of a semaphore the same number of permits.")));
 	if (result.status == REDLOCK_UNAVAILABLE)
 	{
 		sql_report_worker_silent(resource, &result);
@@ -294,7 +301,8 @@ redlock_xact_acquire(PG_FUNCTION_ARGS)
  * Returns true when a permit was taken, false when all permits are held elsewhere.
  * Errors: those of redlock_acquire; 22004 NULL permits; 22023 permits outside
  * 1..REDLOCK_MAX_PERMITS (64); 55000 this session holds resource as a lock, or as a
- * permit of another number of permits.
+ * permit of another number of permits, or a slot past permits is held on a quorum
+ * (another caller gives more permits: the bound is broken, nothing is taken).
  */
 PG_FUNCTION_INFO_V1(redlock_acquire_permit);
 Datum
