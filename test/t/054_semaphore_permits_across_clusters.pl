@@ -1,0 +1,194 @@
+# Semaphores across clusters (issue 27): two clusters, alpha and beta, share five Redis
+# masters and a 3-permit semaphore 'exports' (doc/semaphores.md).
+# - Three holders in two clusters get the three slots exports#1..#3, each held on every
+#   master; a fourth is refused at once, with one round trip: per master, one SET per slot
+#   and one per slot's holder record, and one script call (the check for a slot past the
+#   permits); nothing to undo.
+# - A waiter in beta is woken by a release in alpha (the slot's release announces the
+#   semaphore's key), long before any retry delay would have let it try again; a holder's
+#   exit frees its permit.
+# - With two masters killed the bound holds: three holders, the fourth refused; with three
+#   of five frozen, 08006.
+# - A cancelled waiter leaves no key of its own on any slot; redlock.auto_extend keeps a
+#   permit past its TTL; fencing tokens rise per slot.
+# - Beta giving 4 permits takes slot 4 while alpha's 3 are held: alpha's next attempt
+#   refuses with 55000 (the bound is broken), and takes nothing.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use PsqlSession qw(session sql wait_until);
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my %node;
+for my $name (qw(alpha beta))
+{
+	$node{$name} = RedisMasters::redlock_node($name, $redis,
+		$RedisMasters::ROOMY_CONF . "shared_preload_libraries = 'redlock'\ncluster_name = '$name'\n");
+}
+my ($alpha, $beta) = @node{qw(alpha beta)};
+my ($a1, $a2, $b1, $b2) = (session($alpha), session($alpha), session($beta), session($beta));
+my ($out, $err);
+
+# The slot a session holds of 'exports' (its key's last digits), or ''.
+sub slot_of
+{
+	my ($s) = @_;
+	my ($k) = sql($s, "SELECT substring(key FROM '#([0-9]+)\$') FROM redlock_locks() WHERE resource = 'exports'");
+	return $k;
+}
+
+# --- three holders in two clusters, one slot each ---
+
+for my $s ($a1, $a2, $b1)
+{
+	($out) = sql($s, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+	is($out, 't', 'a permit of 3 taken');
+}
+my @slots = sort map { slot_of($_) } ($a1, $a2, $b1);
+is("@slots", '1 2 3', 'the three holders hold slots 1, 2 and 3');
+is($redis->holding("exports#$_", 5), 5, "slot $_ is held on every master") for 1 .. 3;
+
+my @sets = $redis->calls('set');
+my @scripts = $redis->calls;
+($out) = sql($b2, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+is($out, 'f', 'beta: a fourth holder is refused');
+$redis->wait_calls(\@sets, 'set');
+my @sets_after = $redis->calls('set');
+is(join(',', map { $sets_after[$_] - $sets[$_] } 0 .. 4), '6,6,6,6,6',
+	'... by one attempt: per master, a SET for each slot and for each slot\'s holder record');
+my @scripts_after = $redis->calls;
+is(join(',', map { $scripts_after[$_] - $scripts[$_] } 0 .. 4), '1,1,1,1,1',
+	'... and one script call (a slot past the permits?): nothing to undo');
+
+# --- a release in alpha wakes beta's waiter ---
+
+sql($b2, "SET redlock.retry_delay = 60000");
+sql($b2, "SET redlock.retry_jitter = 0");
+$b2->start("SELECT redlock_acquire_permit('exports', 3, 30000, 20000), clock_timestamp()");
+ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = 'exports'"))[0] eq '1' }),
+	"beta: its waiter shows as waiting for 'exports'");
+my $a1_slot = slot_of($a1);
+my $t_release = time;
+($out) = sql($a1, "SELECT redlock_release('exports')");
+is($out, 't', "alpha: a holder releases (slot $a1_slot)");
+($out, $err) = $b2->finish;
+like($out, qr/^t\|/, "beta: the waiter gets a permit, within its 20 s wait with a 60 s retry delay: woken by the release");
+note sprintf('beta took the permit %.3f s after alpha released it', time - $t_release);
+is(slot_of($b2), $a1_slot, "... the slot alpha gave back ($a1_slot)");
+
+# A holder's exit frees its permit.
+my $a2_slot = slot_of($a2);
+$a2->quit;
+($out) = sql($a1, "SELECT redlock_acquire_permit('exports', 3, 30000, 10000)");
+is($out, 't', "alpha: a holder's exit frees its permit for another");
+is(slot_of($a1), $a2_slot, "... its slot ($a2_slot)");
+
+# --- masters fail ---
+
+$redis->kill9($_) for 3, 4;
+($out) = sql($b1, "SELECT redlock_release('exports')");
+is($out, 't', 'masters 3 and 4 killed: a holder still releases (3 of 5 answer)');
+my $a3 = session($alpha);
+($out) = sql($a3, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+is($out, 't', '... and another takes its permit');
+my $b3 = session($beta);
+($out) = sql($b3, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+is($out, 'f', '... the bound holds: a fourth holder is refused');
+$redis->restart($_) for 3, 4;
+$redis->stop($_) for 0 .. 2;
+($out, $err) = sql($b3, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+like($err, qr/08006.*2 of 5 Redis masters answered, 3 needed/, 'three of five frozen: 08006');
+$redis->cont($_) for 0 .. 2;
+
+# --- a cancelled waiter leaves nothing ---
+
+sql($b3, 'SET redlock.retry_delay = 50');
+my $b3_pid = $b3->pid;
+$b3->start("SELECT redlock_acquire_permit('exports', 3, 30000, NULL)");
+ok(wait_until(10, sub { (sql($b1, "SELECT attempts > 2 FROM redlock_waiters() WHERE resource = 'exports'"))[0] eq 't' }),
+	'beta: a waiter retries');
+$beta->safe_psql('postgres', "SELECT pg_cancel_backend($b3_pid)");
+($out, $err) = $b3->finish;
+like($err, qr/57014/, '... until cancelled (57014)');
+for my $slot (1 .. 3)
+{
+	my @values = $redis->redis_all('GET', "exports#$slot");
+	my %distinct = map { $_ => 1 } grep { $_ ne '' } @values;
+	is(scalar(keys %distinct), 1, "slot $slot: one holder's token on the masters, no key of the cancelled waiter");
+}
+
+# --- auto_extend keeps a permit past its TTL ---
+
+sql($_, "SELECT redlock_release('exports')") for ($a1, $b2, $a3);
+$redis->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'EXISTS', 'exports#1', 'exports#2', 'exports#3');
+# --- an attempt cut short leaves no slot set ---
+
+# Masters 0-2 frozen: masters 3 and 4 grant every free slot to the attempt, which waits
+# for the others; cancelled then, its abort must undo every slot, not only the one a
+# finished attempt would have kept.
+my $cut = session($beta);
+my $cut_pid = $cut->pid;
+$redis->stop($_) for 0 .. 2;
+my @before = $redis->calls_at([ 3, 4 ], 'set');
+$cut->start("SELECT redlock_acquire_permit('exports', 3, 30000)");
+ok(wait_until(10, sub { my @n = $redis->calls_at([ 3, 4 ], 'set'); $n[0] > $before[0] && $n[1] > $before[1] }),
+	'masters 0-2 frozen: masters 3 and 4 have the attempt\'s SETs');
+$beta->safe_psql('postgres', "SELECT pg_cancel_backend($cut_pid)");
+($out, $err) = $cut->finish;
+like($err, qr/57014/, '... cancelled while it waits for the others (57014)');
+$redis->cont($_) for 0 .. 2;
+my @set = $redis->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'EXISTS', 'exports#1', 'exports#2', 'exports#3');
+is(join(',', @set), '0,0,0,0,0', '... and its abort undid every slot it had set, on every master');
+
+my $job = session($alpha);
+sql($job, 'SET redlock.auto_extend = on');
+($out) = sql($job, "SELECT redlock_acquire_permit('exports', 3, 1500)");
+is($out, 't', 'alpha: an auto-extended permit, TTL 1.5 s');
+usleep(4_000_000);
+($out) = sql($job, "SELECT validity_ms > 0, renewals > 0, lost FROM redlock_locks() WHERE resource = 'exports'");
+is($out, 't|t|f', '... still valid 4 s later, renewed by the worker');
+my $job_slot = slot_of($job);
+($out) = sql($b1, "SELECT held, cluster FROM redlock_lock_info('exports#$job_slot')");
+is($out, 't|alpha', "... and beta sees slot $job_slot held by alpha");
+
+# --- fencing tokens rise per slot ---
+
+my ($t1) = sql($job, "SELECT redlock_fencing_token('exports')");
+sql($job, "SELECT redlock_release('exports')");
+my $f = session($beta);
+sql($f, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+is(slot_of($f), $job_slot, "beta: takes the slot alpha's job gave back");
+my ($t2) = sql($f, "SELECT redlock_fencing_token('exports')");
+ok($t2 > $t1, "... with a fencing token above alpha's on that slot ($t2 > $t1)");
+sql($f, "SELECT redlock_release('exports')");
+
+# --- a caller giving more permits breaks the bound: refused ---
+
+my @holders = map { session($alpha) } 1 .. 3;
+sql($_, "SELECT redlock_acquire_permit('exports', 3, 30000)") for @holders;
+my $big = session($beta);
+($out) = sql($big, "SELECT redlock_acquire_permit('exports', 4, 30000)");
+is($out, 't', 'beta: a caller giving 4 permits takes a fourth slot');
+is(slot_of($big), '4', '... slot 4');
+sql($holders[0], "SELECT redlock_release('exports')");
+($out, $err) = sql($holders[0], "SELECT redlock_acquire_permit('exports', 3, 30000)");
+like($err, qr/55000: semaphore "exports" has a holder beyond its 3 permits/,
+	'alpha: its next attempt with 3 permits refuses: a slot past its permits is held (55000)');
+($out) = sql($holders[0], "SELECT count(*) FROM redlock_locks()");
+is($out, '0', '... and takes nothing');
+sql($_, "SELECT redlock_release('exports')") for (@holders[1, 2], $big);
+$_->quit for (@holders, $big, $a1, $a3, $b1, $b2, $b3, $job, $f);
+
+# Only the fencing counter of the slot fenced above is left.
+my @left = $redis->wait_all(5, sub { !grep { $_ ne '1' } @_ }, 'DBSIZE');
+is(join(',', @left), '1,1,1,1,1', "every slot and holder record gone; one fencing counter left on each master");
+
+RedisMasters::no_crash($_) for ($alpha, $beta);
+done_testing();
