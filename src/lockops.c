@@ -160,7 +160,7 @@ redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int 
 	keys = redlock_locktable_slot_keys(lock);
 	if (wait_ms == 0)
 		redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
-									  Max(permits, 1), lock->semaphore_key, lock->token,
+									  Max(lock->permits, 1), lock->semaphore_key, lock->token,
 									  ttl_ms, 0, holder, NULL, false, result, &slot);
 	else
 	{
@@ -174,7 +174,7 @@ redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int 
 													   &behind);
 
 		redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
-									  Max(permits, 1), lock->semaphore_key, lock->token,
+									  Max(lock->permits, 1), lock->semaphore_key, lock->token,
 									  ttl_ms, wait_ms, holder, waiter, behind, result,
 									  &slot);
 		redlock_waiters_end();

@@ -194,7 +194,13 @@ redlock_locktable_register(RedlockHeldLock *lock)
 
 	/* A permit's key is its slot's, known at acquisition: check the longest fits. */
 	if (lock->permits > 0)
-		key = psprintf("%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d", key, lock->permits);
+	{
+		char	   *longest = psprintf("%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d", key,
+									   lock->permits);
+
+		pfree(key);
+		key = longest;
+	}
 	redlock_registry_reserve(key, prefix_len, redlock_cancel_on_loss, &lock->reg);
 	pfree(key);
 	lock->watch = redlock_lease_watch(&lock->reg, lock->resource);
@@ -217,13 +223,19 @@ lt_unregister(RedlockHeldLock *lock)
 static void
 lt_set_key(RedlockHeldLock *lock)
 {
+	int			prefix_len;
+	char	   *key = redlock_locktable_make_key(lock->resource, &prefix_len);
+	char	   *semaphore_key = lock->permits > 0
+		? MemoryContextStrdup(LockTableContext, key) : NULL;
+
+	/* Only now that nothing can fail: an error above leaves the entry as it was. */
 	if (lock->key)
 		pfree(lock->key);
 	if (lock->semaphore_key)
 		pfree(lock->semaphore_key);
-	lock->key = redlock_locktable_make_key(lock->resource, &lock->prefix_len);
-	lock->semaphore_key = lock->permits > 0
-		? MemoryContextStrdup(LockTableContext, lock->key) : NULL;
+	lock->key = key;
+	lock->semaphore_key = semaphore_key;
+	lock->prefix_len = prefix_len;
 }
 
 /*
@@ -285,10 +297,13 @@ redlock_locktable_slot_keys(const RedlockHeldLock *lock)
 void
 redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot)
 {
+	char	   *key;
+
 	if (lock->permits == 0)
 		return;
+	key = MemoryContextStrdup(LockTableContext, slot_keys[slot]);
 	pfree(lock->key);
-	lock->key = MemoryContextStrdup(LockTableContext, slot_keys[slot]);
+	lock->key = key;
 }
 
 /*

@@ -142,6 +142,13 @@ quorum_accept_ok(const RedlockNodeOutcome *outcome)
 	return outcome->kind == REDLOCK_REPLY_OK;
 }
 
+/* A beyond_script reply naming a slot past the permits. */
+static bool
+quorum_accept_positive(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer > 0;
+}
+
 /* A GET reply: the key's value, or none. */
 static bool
 quorum_accept_value(const RedlockNodeOutcome *outcome)
@@ -366,7 +373,8 @@ redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token, int tt
  *		also asks every master for each key's value and PTTL: the retry delay ends when
  *		a quorum of some key's masters that refused us will have expired it, and a
  *		failed attempt's undo announces a key's release only when no single other
- *		client holds that key on a quorum (a single attempt's undo never announces).
+ *		client holds that key on a quorum (a single attempt's undo announces only a
+ *		key a quorum granted it, too late or beside the key kept).
  * waiter: NULL, or this backend's slot on the waiter board, woken when a release of
  *		the awaited key is announced (see redlock_retry_sleep): the retry delay then
  *		ends early.
@@ -447,7 +455,8 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		snprintf(max_text, sizeof(max_text), "%d", REDLOCK_MAX_PERMITS);
 		quorum_script_command(beyond, &beyond_script, announce, permits_text, max_text,
 							  result->quorum);
-		beyond->accept = redlock_tally_integer;
+		/* Wait until a quorum names a slot, or enough say none that it cannot. */
+		beyond->accept = quorum_accept_positive;
 	}
 
 	/* Queue behind this cluster's waiters: the oldest is woken first (waiters.c). */

@@ -218,8 +218,8 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("semaphore \"%s\" has a holder beyond its %d permits", resource, permits),
-				 errdetail("Its slot %d (\"%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d\") is held on a quorum of the masters: another caller gives more permits for this resource, or holds a lock of that name.",
-						   result.beyond_slot, resource, result.beyond_slot),
+				 errdetail("A quorum of the masters hold a slot past them, the lowest \"%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d\": another caller gives more permits for this resource, or holds a lock of that name.",
+						   resource, result.beyond_slot),
 				 errhint("Give every caller of a semaphore the same number of permits.")));
 	if (result.status == REDLOCK_UNAVAILABLE)
 	{

@@ -1,6 +1,6 @@
 # PgBouncer (Debian's) in front of a cluster, in transaction and in session pooling:
-# - transaction pooling: redlock_xact_acquire works through it (two clients exclude each
-#   other, the commit releases);
+# - transaction pooling: redlock_xact_acquire (and redlock_xact_acquire_permit) works
+#   through it (two clients exclude each other, the commit releases);
 # - transaction pooling: a session lock is a hazard, shown: it stays with the server
 #   backend after its client disconnects, and the next client that gets that backend
 #   sees it as its own and can release it;
@@ -75,6 +75,16 @@ sql($a, 'COMMIT');
 is($redis->holding('bounced-xact', 0), 0, '... the commit releases it');
 ($out) = sql($b, "BEGIN; SELECT redlock_xact_acquire('bounced-xact', 30000); COMMIT");
 is($out, 't', '... and the other client takes it in its own transaction');
+
+# A semaphore's permit (1.5), transaction-scoped: one permit of one, through the pool.
+sql($a, 'BEGIN');
+($out) = sql($a, "SELECT redlock_xact_acquire_permit('bounced-permit', 1, 30000)");
+is($out, 't', 'transaction pooling: redlock_xact_acquire_permit in a transaction');
+($out) = sql($b, "SELECT redlock_xact_acquire_permit('bounced-permit', 1, 30000)");
+is($out, 'f', '... the only permit: another client through the pool is refused');
+is($redis->holding('bounced-permit#1', 5), 5, '... its slot is on all 5 masters');
+sql($a, 'COMMIT');
+is($redis->holding('bounced-permit#1', 0), 0, '... the commit releases it');
 $a->quit;
 $b->quit;
 

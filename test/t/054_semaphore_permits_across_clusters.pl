@@ -135,15 +135,16 @@ $redis->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'EXISTS', 'exports#1', 'expo
 # finished attempt would have kept.
 my $cut = session($beta);
 my $cut_pid = $cut->pid;
+sql($cut, "SET redlock.timeout = '10s'");	# room for the cancel to land while it waits
 $redis->stop($_) for 0 .. 2;
 my @before = $redis->calls_at([ 3, 4 ], 'set');
 $cut->start("SELECT redlock_acquire_permit('exports', 3, 30000)");
 ok(wait_until(10, sub { my @n = $redis->calls_at([ 3, 4 ], 'set'); $n[0] > $before[0] && $n[1] > $before[1] }),
 	'masters 0-2 frozen: masters 3 and 4 have the attempt\'s SETs');
 $beta->safe_psql('postgres', "SELECT pg_cancel_backend($cut_pid)");
+$redis->cont($_) for 0 .. 2;
 ($out, $err) = $cut->finish;
 like($err, qr/57014/, '... cancelled while it waits for the others (57014)');
-$redis->cont($_) for 0 .. 2;
 my @set = $redis->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'EXISTS', 'exports#1', 'exports#2', 'exports#3');
 is(join(',', @set), '0,0,0,0,0', '... and its abort undid every slot it had set, on every master');
 
