@@ -5,8 +5,10 @@
 # pgbench drives CLIENTS sessions that loop on CALL checker_attempt(...) (checker.sql) over
 # a few resources; meanwhile a fault schedule (kill -9 / restart, SIGSTOP / SIGCONT, added
 # latency through delayproxy.pl) runs in this process.  Afterwards the attempts and
-# violations tables give the figures.  Used by test/t/010_checker_mutual_exclusion.pl to 014 and 060, and
-# long.pl (run-long).
+# violations tables give the figures.  Used by test/t/010_checker_mutual_exclusion.pl to 015 and 060, and
+# long.pl (run-long).  With permits (semaphores, redlock_acquire_permit) the clients run
+# CALL checker_permit_attempt(...), whose holders count each other instead of claiming a
+# guard row.
 #
 #   my $redis = RedisMasters->new(5);
 #   my $node  = RedisMasters::redlock_node('checker', $redis, Checker::node_conf());
@@ -20,7 +22,8 @@
 #
 # Here: node_conf, setup, set_servers, the delay proxies, run_scenario and run, the psql
 # clients of the long jobs.  The other parts, one job a file:
-#   Checker/Scenarios.pm  the scenarios: each one's run() options (scenario, lease_scenarios)
+#   Checker/Scenarios.pm  the scenarios: each one's run() options (scenario, lease_scenarios,
+#                         permit_scenarios)
 #   Checker/Schedules.pm  the fault schedules the scenarios share
 #   Checker/Faults.pm     the fault injector a schedule drives (Checker::Faults)
 #   Checker/Report.pm     a run's figures, their description and tables, and the
@@ -44,10 +47,11 @@ use PsqlSession;
 use RedisMasters;
 
 use Checker::Faults;
-use Checker::Report qw(check_fence check_run describe fence_table_header fence_table_line
-  job_table_header job_table_line table_header table_line _fence_figures _job_figures
-  _lease_figures _rows _state_windows);
-use Checker::Scenarios qw(lease_scenarios scenario);
+use Checker::Report qw(check_fence check_permits check_run describe fence_table_header
+  fence_table_line job_table_header job_table_line permit_table_header permit_table_line
+  table_header table_line _fence_figures _job_figures _lease_figures _permit_figures _rows
+  _state_windows);
+use Checker::Scenarios qw(lease_scenarios permit_scenarios scenario);
 
 my $DIR = File::Spec->rel2abs(dirname(__FILE__));
 my @all_proxies;
@@ -241,12 +245,36 @@ sub _job_block
 	my ($prefix, $resources, $ttl, $wait, $job, $swallow, $deadline) = @_;
 	return _lease_job_block(@_) if $job->{roles};
 	$deadline //= 'DEADLINE';
+	return _permit_job_block($prefix, $resources, $ttl, $wait, $job, $deadline)
+	  if $job->{permits};
 	return "SELECT clock_timestamp() < '$deadline'::timestamptz AS go,"
 	  . " 1 + floor(random() * $resources)::int AS r \\gset\n"
 	  . "\\if :go\n"
 	  . "CALL checker_job('$prefix' || :r, $ttl, $wait, $job->{xacts}, $job->{steps},"
 	  . " $job->{step_ms}, $swallow);\n"
 	  . "CALL checker_job_end(:'SQLSTATE', :'LAST_ERROR_MESSAGE');\n"
+	  . "\\else\n\\q\n\\endif\n";
+}
+
+# The psql lines of one long job on an auto-extended permit (a semaphore of
+# $job->{permits}): as _job_block, with checker_permit_job and checker_permit_job_end
+# (checker.sql); no client swallows a cancel.  A loss declared after the job's work, while
+# checker_permit_job_end runs, cancels that instead (the permit is still held until its
+# release): then it runs again, with how the job ended, so that the hold is recorded and
+# its claim deleted.
+sub _permit_job_block
+{
+	my ($prefix, $resources, $ttl, $wait, $job, $deadline) = @_;
+	return "SELECT clock_timestamp() < '$deadline'::timestamptz AS go,"
+	  . " 1 + floor(random() * $resources)::int AS r \\gset\n"
+	  . "\\if :go\n"
+	  . "CALL checker_permit_job('$prefix' || :r, $job->{permits}, $ttl, $wait, $job->{xacts},"
+	  . " $job->{steps}, $job->{step_ms});\n"
+	  . "\\set job_state :SQLSTATE\n\\set job_message :LAST_ERROR_MESSAGE\n"
+	  . "CALL checker_permit_job_end(:'job_state', :'job_message');\n"
+	  . "\\if :ERROR\n"
+	  . "CALL checker_permit_job_end(:'job_state', :'job_message');\n"
+	  . "\\endif\n"
 	  . "\\else\n\\q\n\\endif\n";
 }
 
@@ -410,6 +438,10 @@ sub _start_lease_clients
 #   fence ('fenced' or 'unfenced'): each holder takes its fencing token and writes it to
 #   checker_fence at the end of its work, with or without the fence condition (see
 #   checker.sql and _fence_figures).
+#   permits (k): the resources are semaphores of k permits, taken with
+#   redlock_acquire_permit (checker_permit_attempt in checker.sql): each holder claims
+#   by counting the others inside (k or more: a violation; another holder of its slot:
+#   a violation); with job, the jobs hold auto-extended permits (checker_permit_job).
 # A long job (checker_job / checker_job_end in checker.sql) when job is set:
 #   job => { xacts, steps, step_ms }: each hold works xacts transactions of steps writes
 #   step_ms apart; the odd-numbered clients swallow a cancel and try to commit.  The
@@ -435,11 +467,13 @@ sub run
 	my $fault_ttl = $o{fault_ttl_ms} // (sort { $b <=> $a } $ttl, grep { defined } @ext)[0];
 	my $job = $o{job};
 	my $fence = $o{fence};
+	my $permits = $o{permits};
+	$job = { %$job, permits => $permits } if $job && $permits;
 	(my $prefix = "checker-$name-") =~ s/[^A-Za-z0-9+._-]/_/g;
 
 	$node->safe_psql('postgres', qq{
 TRUNCATE checker_attempts, checker_violations, checker_guard, checker_holds, checker_jobs,
-	checker_writes, checker_losses, checker_fence;
+	checker_writes, checker_losses, checker_fence, checker_permit_claims;
 INSERT INTO checker_guard (resource)
 	SELECT '$prefix' || g FROM generate_series(1, $resources) g;
 INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
@@ -466,6 +500,10 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		$text .= $discard eq 'after'
 		  ? "CALL checker_done('$prefix' || :r, false);\nDISCARD ALL;\n"
 		  : "CALL checker_done('$prefix' || :r);\n";
+	}
+	elsif ($permits)
+	{
+		$text .= "CALL checker_permit_attempt('$prefix' || :r, $permits, $ttl, $wait, $work);\n";
 	}
 	else
 	{
@@ -568,6 +606,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		violations_by_design => $o{violations_by_design},
 		expect_min_nodes => $o{expect_min_nodes},
 		fence => $fence,
+		permits => $permits,
 		expect_inversions => $o{expect_inversions} // 0,
 		skew_callers_ms => $o{skew_callers_ms} // 0,
 		expect_stale_landed => $o{expect_stale_landed} // 0,
@@ -662,6 +701,8 @@ SELECT extract(epoch FROM t1) - $t0, outcome, coalesce(sqlstate, '') FROM checke
 				since_acquired_ms => $_->[7],
 				nodes => $_->[8],
 				validity_ms => $_->[9],
+				slot => $_->[10],
+				others => $_->[11],
 			}
 		} _rows($node, qq{
 SELECT round((extract(epoch FROM at) - $t0)::numeric, 3), resource, pid, what,
@@ -669,10 +710,12 @@ SELECT round((extract(epoch FROM at) - $t0)::numeric, 3), resource, pid, what,
 	coalesce(round((extract(epoch FROM at - other_since) * 1000)::numeric, 1)::text, '?'),
 	coalesce(round((extract(epoch FROM other_valid_until - at) * 1000)::numeric, 1)::text, '?'),
 	coalesce(round((extract(epoch FROM at - acquired_at) * 1000)::numeric, 1)::text, '?'),
-	coalesce(nodes::text, '?'), coalesce(validity_ms::text, '?')
+	coalesce(nodes::text, '?'), coalesce(validity_ms::text, '?'), coalesce(slot::text, ''),
+	coalesce(others, '')
 FROM checker_violations ORDER BY at})
 	];
 	$r{violations} = scalar @{ $r{violation_rows} };
+	_permit_figures($node, \%r) if $permits;
 	_job_figures($node, $log, $t0, $f, \%r) if $job;
 	_lease_figures($node, $log, \%r) if $job && $job->{roles};
 	_fence_figures($node, $t0, \%r) if $fence;

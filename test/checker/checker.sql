@@ -10,6 +10,8 @@
 --   3. the "work": pg_sleep(work_ms);
 --   4. give the guard back (WHERE holder = pg_backend_pid(), again exactly one row), then
 --      redlock_release.
+-- A semaphore's permits (redlock_acquire_permit) are proved by counting instead: see
+-- checker_permit_attempt at the end.
 -- Every violation is a row in checker_violations (time, resource, who, what, and the other
 -- holder's pid, claim time and validity).  Every attempt is a row in checker_attempts
 -- (times, outcome acquired/busy/error, SQLSTATE), from which the figures are computed.
@@ -30,8 +32,15 @@ DROP PROCEDURE IF EXISTS checker_done(text, boolean);
 DROP PROCEDURE IF EXISTS checker_unclaim(text, checker_holds);
 DROP PROCEDURE IF EXISTS checker_job(text, integer, integer, integer, integer, integer, boolean);
 DROP PROCEDURE IF EXISTS checker_job_end(text, text);
+DROP PROCEDURE IF EXISTS checker_permit_attempt(text, integer, integer, integer, integer);
+DROP PROCEDURE IF EXISTS checker_permit_claim(text, integer, integer, timestamptz, integer,
+	integer, timestamptz);
+DROP PROCEDURE IF EXISTS checker_permit_unclaim(text, timestamptz, integer, integer);
+DROP PROCEDURE IF EXISTS checker_permit_job(text, integer, integer, integer, integer, integer,
+	integer);
+DROP PROCEDURE IF EXISTS checker_permit_job_end(text, text);
 DROP TABLE IF EXISTS checker_guard, checker_attempts, checker_violations, checker_holds,
-	checker_jobs, checker_writes, checker_losses, checker_fence;
+	checker_jobs, checker_writes, checker_losses, checker_fence, checker_permit_claims;
 
 CREATE UNLOGGED TABLE checker_guard (
 	resource text PRIMARY KEY,
@@ -77,7 +86,11 @@ CREATE UNLOGGED TABLE checker_attempts (
 	token_sqlstate text,			-- what it raised
 	write_at timestamptz,			-- when the write to checker_fence committed
 	write_prev bigint,				-- the token checker_fence held when we wrote
-	write_applied boolean			-- the write changed the row
+	write_applied boolean,			-- the write changed the row
+	-- permits of a semaphore (checker_permit_attempt, checker_permit_job) only:
+	permits integer,				-- the semaphore's permits (k)
+	slot integer,					-- the slot held: redlock_locks().key ends in '#<slot>'
+	inside integer					-- holders inside at our claim, ourselves included
 );
 
 -- The guarded resource of the fenced attempts: the token of the last write that landed.
@@ -90,14 +103,16 @@ CREATE UNLOGGED TABLE checker_violations (
 	at timestamptz NOT NULL,
 	resource text NOT NULL,
 	pid integer NOT NULL,
-	what text NOT NULL,				-- claim | unclaim
+	what text NOT NULL,				-- claim | unclaim (permits: also slot)
 	other_pid integer,				-- the holder found in the guard
 	other_since timestamptz,
 	other_valid_until timestamptz,
 	acquired_at timestamptz,		-- when this session's redlock_acquire returned true
 	nodes integer,
 	validity_ms integer,
-	other_acquired_at timestamptz	-- long jobs: names the other holder's hold
+	other_acquired_at timestamptz,	-- long jobs: names the other holder's hold
+	slot integer,					-- permits: the slot we hold
+	others text						-- permits: every claim found inside (pid, slot, for how long)
 );
 
 CREATE PROCEDURE checker_attempt(p_resource text, p_ttl_ms integer, p_wait_ms integer,
@@ -469,7 +484,8 @@ CREATE UNLOGGED TABLE checker_jobs (
 	t1 timestamptz NOT NULL,		-- acquired (names the hold in checker_writes)
 	nodes integer,
 	validity_ms integer,
-	in_guard boolean NOT NULL		-- we claimed the guard and have not given it back yet
+	in_guard boolean NOT NULL,		-- we claimed the guard and have not given it back yet
+	slot integer					-- permit jobs (checker_permit_job): the slot held
 );
 
 CREATE UNLOGGED TABLE checker_writes (
@@ -704,5 +720,290 @@ BEGIN
 	VALUES (h.resource, h.pid, h.t1, p_xact, p_step, clock_timestamp(), false);
 	RAISE LOG 'checker-write: % % % %', h.pid, extract(epoch FROM h.t1),
 		extract(epoch FROM clock_timestamp()), h.resource;
+END
+$$;
+
+-- ---- semaphores: the permits of redlock_acquire_permit (1.5) ----
+--
+-- A semaphore admits at most k holders at once (k: its permits), each on one of its
+-- slots, exclusive locks of their own (the keys resource#1..resource#k).  So instead of
+-- a guard row that one holder at a time may claim, a holder proves that it is one of at
+-- most k by counting: its claim, in one committed transaction under
+-- pg_advisory_xact_lock(hashtext(resource)) (the claims of a semaphore are made one at a
+-- time, so no two can count the same others and both go in), counts the claims of the
+-- resource in checker_permit_claims.  k or more already inside is a violation (what
+-- 'claim': we are holder k + 1 at least; others lists them), and so is a claim of the
+-- slot we hold (what 'slot': two holders of one slot, each an exclusive lock); then our
+-- claim goes in whatever was found, so that a further holder counts us too.  A holder
+-- deletes its claim, committed, before it calls redlock_release, as a holder gives the
+-- guard back: a claim found belongs to a session that still believes it holds a permit
+-- (the counterpart of checker_guard's argument).  The number inside at each claim,
+-- ourselves included, is kept (checker_permit_claims.inside, then checker_attempts):
+-- its largest value is the most holders inside at once (the count only rises at a
+-- claim), which must reach 2 (the semaphore did not behave as a lock) and stay <= k.
+--
+-- The slot held is read from redlock_locks().key (the slot's key ends in '#<slot>').
+--
+-- Two drivers: checker_permit_attempt (pgbench, one CALL a hold, as checker_attempt)
+-- and checker_permit_job / checker_permit_job_end (psql, long jobs on auto-extended
+-- permits, as checker_job / checker_job_end but without swallowed cancels: a job whose
+-- permit the worker gave up is cancelled, and its claim deleted by checker_permit_job_end).
+
+CREATE UNLOGGED TABLE checker_permit_claims (
+	resource text NOT NULL,			-- the semaphore (as given to redlock_acquire_permit)
+	pid integer NOT NULL,
+	slot integer,					-- the slot held (NULL: not read from redlock_locks().key)
+	since timestamptz NOT NULL,		-- when the claim was made
+	valid_until timestamptz,		-- the permit's validity end (redlock_locks().valid_until)
+	acquired_at timestamptz,		-- when redlock_acquire_permit returned (names the hold)
+	inside integer NOT NULL,		-- holders inside once the claim went in, ourselves included
+	PRIMARY KEY (resource, pid)
+);
+
+-- The slot of the key of a permit (redlock_locks().key: '<prefix><resource>#<slot>').
+CREATE OR REPLACE FUNCTION checker_permit_slot(p_key text) RETURNS integer
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT substring(p_key FROM '#([0-9]+)$')::integer $$;
+
+-- Claims one of P_PERMITS permits of P_RESOURCE, committed (see above).
+CREATE PROCEDURE checker_permit_claim(p_resource text, p_permits integer, p_slot integer,
+									  p_acquired_at timestamptz, p_nodes integer,
+									  p_validity_ms integer, p_valid_until timestamptz)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n integer;
+	v_at timestamptz;
+	v_others text;
+	o checker_permit_claims;
+BEGIN
+	-- Held to our commit: the claims of this semaphore one at a time.  The count below
+	-- is a statement of its own, with a snapshot taken once we hold the lock, so it sees
+	-- every claim committed before (a claimant commits before it lets go of the lock).
+	PERFORM pg_advisory_xact_lock(hashtext(p_resource));
+	v_at := clock_timestamp();
+	SELECT count(*),
+		string_agg(format('pid %s slot %s inside %s ms', c.pid, coalesce(c.slot::text, '?'),
+			round((extract(epoch FROM v_at - c.since) * 1000)::numeric, 1)), ', '
+			ORDER BY c.since)
+	INTO n, v_others
+	FROM checker_permit_claims c WHERE c.resource = p_resource;
+	IF n >= p_permits THEN
+		SELECT * INTO o FROM checker_permit_claims c WHERE c.resource = p_resource
+		ORDER BY c.since LIMIT 1;
+		INSERT INTO checker_violations
+		VALUES (v_at, p_resource, pg_backend_pid(), 'claim', o.pid, o.since, o.valid_until,
+				p_acquired_at, p_nodes, p_validity_ms, o.acquired_at, p_slot, v_others);
+	END IF;
+	SELECT * INTO o FROM checker_permit_claims c WHERE c.resource = p_resource
+		AND c.slot = p_slot ORDER BY c.since LIMIT 1;
+	IF FOUND THEN
+		INSERT INTO checker_violations
+		VALUES (v_at, p_resource, pg_backend_pid(), 'slot', o.pid, o.since, o.valid_until,
+				p_acquired_at, p_nodes, p_validity_ms, o.acquired_at, p_slot, v_others);
+	END IF;
+	INSERT INTO checker_permit_claims (resource, pid, slot, since, valid_until, acquired_at,
+									   inside)
+	VALUES (p_resource, pg_backend_pid(), p_slot, clock_timestamp(), p_valid_until,
+			p_acquired_at, n + 1);
+	COMMIT;
+END
+$$;
+
+-- Deletes this backend's claim of P_RESOURCE, committed (exactly one row, else an
+-- 'unclaim' violation).
+CREATE PROCEDURE checker_permit_unclaim(p_resource text, p_acquired_at timestamptz,
+										p_nodes integer, p_validity_ms integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	n integer;
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext(p_resource));
+	DELETE FROM checker_permit_claims WHERE resource = p_resource AND pid = pg_backend_pid();
+	GET DIAGNOSTICS n = ROW_COUNT;
+	IF n <> 1 THEN
+		INSERT INTO checker_violations (at, resource, pid, what, acquired_at, nodes, validity_ms)
+		VALUES (clock_timestamp(), p_resource, pg_backend_pid(), 'unclaim', p_acquired_at,
+				p_nodes, p_validity_ms);
+	END IF;
+	COMMIT;
+END
+$$;
+
+-- One hold of a permit, as checker_attempt holds a lock: acquire (errors caught and
+-- recorded by SQLSTATE), claim, work P_WORK_MS, unclaim, release.
+CREATE PROCEDURE checker_permit_attempt(p_resource text, p_permits integer, p_ttl_ms integer,
+										p_wait_ms integer, p_work_ms integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	t_start timestamptz := clock_timestamp();
+	t_acq timestamptz;
+	got boolean;
+	st text;
+	msg text;
+	det text;
+	v_nodes integer;
+	v_validity integer;
+	v_until timestamptz;
+	v_slot integer;
+	v_inside integer;
+	v_overran boolean;
+	rel boolean;
+BEGIN
+	BEGIN
+		got := redlock_acquire_permit(p_resource, p_permits, p_ttl_ms, p_wait_ms);
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message, permits)
+		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''), p_permits);
+		COMMIT;
+		RETURN;
+	END;
+	t_acq := clock_timestamp();
+	IF NOT got THEN
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, permits)
+		VALUES (pg_backend_pid(), p_resource, t_start, t_acq, 'busy', p_permits);
+		COMMIT;
+		RETURN;
+	END IF;
+	SELECT l.nodes, l.validity_ms, l.valid_until, checker_permit_slot(l.key)
+	INTO v_nodes, v_validity, v_until, v_slot
+	FROM redlock_locks() l WHERE l.resource = p_resource;
+	-- The session-scoped permit survives this commit.
+	COMMIT;
+
+	CALL checker_permit_claim(p_resource, p_permits, v_slot, t_acq, v_nodes, v_validity,
+							  v_until);
+
+	PERFORM pg_sleep(p_work_ms / 1000.0);
+
+	v_overran := clock_timestamp() > v_until;
+	SELECT c.inside INTO v_inside FROM checker_permit_claims c
+	WHERE c.resource = p_resource AND c.pid = pg_backend_pid();
+	CALL checker_permit_unclaim(p_resource, t_acq, v_nodes, v_validity);
+
+	BEGIN
+		rel := redlock_release(p_resource);
+	EXCEPTION WHEN OTHERS THEN
+		rel := NULL;
+	END;
+	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, nodes, validity_ms, overran,
+								  released, valid_until, permits, slot, inside)
+	VALUES (pg_backend_pid(), p_resource, t_start, t_acq, 'acquired', v_nodes, v_validity,
+			v_overran, rel, v_until, p_permits, v_slot, v_inside);
+	COMMIT;
+END
+$$;
+
+-- A long job on an auto-extended permit (the session's redlock.auto_extend on): as
+-- checker_job, with the claim of checker_permit_claim, and no swallowed cancel (a job
+-- whose permit the worker gave up ends with the cancel, 57014, and
+-- checker_permit_job_end deletes its claim).  The writes go to checker_writes, the hold
+-- to checker_jobs.
+CREATE PROCEDURE checker_permit_job(p_resource text, p_permits integer, p_ttl_ms integer,
+									p_wait_ms integer, p_xacts integer, p_steps integer,
+									p_step_ms integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	t_start timestamptz := clock_timestamp();
+	t_acq timestamptz;
+	got boolean;
+	st text;
+	msg text;
+	det text;
+	v_nodes integer;
+	v_validity integer;
+	v_until timestamptz;
+	v_slot integer;
+BEGIN
+	-- A claim left by an end that did not complete (a loss cancelled it) belongs to a hold
+	-- that is over: this backend is not inside while it starts another.
+	DELETE FROM checker_jobs WHERE pid = pg_backend_pid();
+	DELETE FROM checker_permit_claims WHERE pid = pg_backend_pid();
+	COMMIT;
+	BEGIN
+		got := redlock_acquire_permit(p_resource, p_permits, p_ttl_ms, p_wait_ms);
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message, permits)
+		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''), p_permits);
+		COMMIT;
+		RETURN;
+	END;
+	t_acq := clock_timestamp();
+	IF NOT got THEN
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, permits)
+		VALUES (pg_backend_pid(), p_resource, t_start, t_acq, 'busy', p_permits);
+		COMMIT;
+		RETURN;
+	END IF;
+	SELECT l.nodes, l.validity_ms, l.valid_until, checker_permit_slot(l.key)
+	INTO v_nodes, v_validity, v_until, v_slot
+	FROM redlock_locks() l WHERE l.resource = p_resource;
+	INSERT INTO checker_jobs (pid, resource, t0, t1, nodes, validity_ms, in_guard, slot)
+	VALUES (pg_backend_pid(), p_resource, t_start, t_acq, v_nodes, v_validity, false, v_slot);
+	COMMIT;
+
+	CALL checker_permit_claim(p_resource, p_permits, v_slot, t_acq, v_nodes, v_validity,
+							  v_until);
+	UPDATE checker_jobs SET in_guard = true WHERE pid = pg_backend_pid();
+	COMMIT;
+
+	FOR x IN 1 .. p_xacts LOOP
+		FOR s IN 1 .. p_steps LOOP
+			INSERT INTO checker_writes (resource, pid, t1, xact, step, at, swallowed)
+			VALUES (p_resource, pg_backend_pid(), t_acq, x, s, clock_timestamp(), false);
+			PERFORM pg_sleep(p_step_ms / 1000.0);
+		END LOOP;
+		COMMIT;
+	END LOOP;
+END
+$$;
+
+-- Ends the hold checker_permit_job left (if any), as checker_job_end: deletes its claim
+-- (committed), releases the permit and records the attempt with how the job's CALL ended.
+CREATE PROCEDURE checker_permit_job_end(p_sqlstate text, p_message text)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	h checker_jobs;
+	rel boolean;
+	v_lost boolean;
+	v_renewals bigint;
+	v_last timestamptz;
+	v_inside integer;
+BEGIN
+	SELECT * INTO h FROM checker_jobs WHERE pid = pg_backend_pid();
+	IF NOT FOUND THEN
+		PERFORM redlock_release_all();
+		COMMIT;
+		RETURN;
+	END IF;
+	SELECT l.lost, l.renewals, l.last_renewal INTO v_lost, v_renewals, v_last
+	FROM redlock_locks() l WHERE l.resource = h.resource;
+	SELECT c.inside INTO v_inside FROM checker_permit_claims c
+	WHERE c.resource = h.resource AND c.pid = pg_backend_pid();
+	IF FOUND THEN
+		CALL checker_permit_unclaim(h.resource, h.t1, h.nodes, h.validity_ms);
+	END IF;
+	BEGIN
+		rel := redlock_release(h.resource);
+	EXCEPTION WHEN OTHERS THEN
+		rel := NULL;
+	END;
+	PERFORM redlock_release_all();
+	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, nodes, validity_ms,
+								  released, lost, renewals, last_renewal, end_sqlstate,
+								  end_message, taken_over, slot, inside)
+	VALUES (pg_backend_pid(), h.resource, h.t0, h.t1, 'acquired', h.nodes, h.validity_ms,
+			rel, v_lost, v_renewals, v_last, p_sqlstate,
+			CASE WHEN p_sqlstate <> '00000' THEN p_message END, false, h.slot, v_inside);
+	DELETE FROM checker_jobs WHERE pid = pg_backend_pid();
+	COMMIT;
 END
 $$;

@@ -12,7 +12,11 @@
 # long-job must also show no write committed after a loss.  Then the scenarios of issue 21
 # (the loss protocol: jobs across commands while the worker is terminated or stalled,
 # after an ERROR, under a key prefix changed by reload), each with its negative control,
-# also 3 x N seconds on the preloaded node.
+# also 3 x N seconds on the preloaded node.  Last, the semaphores (redlock_acquire_permit,
+# 1.5): 2 semaphores of 3 permits under the faults of the lock scenarios, judged by
+# Checker::check_permits (2 or more holders inside at once at some moment, never more than
+# 3, no two holders of a slot; the controls: more than 3), permits-auto-extend on the
+# preloaded node for 3 x N seconds.
 #
 # Runs each scenario against 5 plain masters or 5 with appendfsync always, prints the
 # details of each run, then one table of figures.  TAP output: each scenario must show
@@ -43,7 +47,7 @@ my @names = @ARGV
   fence-force-release unsafe-fence-force-release-unfenced
   fast-clock-1 fast-clock-2 fast-clock-1-q4 fence-kill-majority-aof unsafe-fence-restart-empty
   fence-skew-restart-delayed unsafe-fence-skew-masters-back long-job unsafe-long-job-no-cancel),
-	Checker::lease_scenarios());
+	Checker::lease_scenarios(), Checker::permit_scenarios());
 
 my %masters = (
 	plain => RedisMasters->new(5),
@@ -84,6 +88,7 @@ for my $name (@names)
 		is($r->{violations}, 0, "$name: no violation");
 	}
 	Checker::check_fence($r) if $r->{fence};
+	Checker::check_permits($r) if $r->{permits};
 	is($r->{unavailable}, 0, "$name: no 08006 (a majority of masters was always up)")
 	  if $r->{expect_no_08006};
 	is($r->{gave_up}, 0, "$name: no holder found its lock lost") if $r->{expect_no_gave_up};
@@ -95,6 +100,13 @@ for my $name (@names)
 		# The issue 21 scenarios stall or terminate the worker past the validity on purpose.
 		is($r->{losses_unrenewed}, 0, "$name: no validity ran out before the worker renewed it")
 		  unless $r->{job}{roles};
+	}
+	if ($r->{job} && $r->{permits})
+	{
+		cmp_ok($r->{committed_overlap_max}, '<=', $r->{permits},
+			"$name: never more than $r->{permits} holds' committed work spanned an acquisition");
+		cmp_ok($r->{losses}, '>', 0, "$name: the worker gave permits up");
+		cmp_ok($r->{cancelled}, '>', 0, "$name: jobs were cancelled on the loss");
 	}
 	if ($r->{job} && $r->{job}{roles} && !$r->{violations_by_design})
 	{
@@ -135,6 +147,15 @@ if (@fenced)
 	  . " paused holders, fast clocks):\n";
 	print $out Checker::fence_table_header();
 	print $out Checker::fence_table_line($_) for @fenced;
+}
+my @permits = grep { $_->{permits} } @results;
+if (@permits)
+{
+	print $out "\nsemaphores (count: claims that found k or more others inside; slot: claims that"
+	  . " found their slot held; max in: the most holders inside at once; shared: claims that"
+	  . " found others inside):\n";
+	print $out Checker::permit_table_header();
+	print $out Checker::permit_table_line($_) for @permits;
 }
 my @jobs = grep { $_->{job} } @results;
 if (@jobs)

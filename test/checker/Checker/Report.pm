@@ -1,7 +1,7 @@
 # test/checker/Checker/Report.pm: what a checker run shows: the figures Checker::run
 # reads from the node after the run (fencing tokens, long jobs, jobs across commands,
 # liveness per state of the masters), their description and tables, and the Test::More
-# checks every run must pass (check_run, check_fence).
+# checks every run must pass (check_run, check_fence, check_permits).
 #
 # Checker.pm imports describe, the tables' subs and the checks: callers name them
 # Checker::describe, Checker::check_run, ...
@@ -14,11 +14,104 @@ use warnings;
 use Exporter 'import';
 use Test::More ();
 
-our @EXPORT_OK = qw(check_fence check_run describe fence_table_header fence_table_line
-  job_table_header job_table_line table_header table_line _fence_figures _job_figures
-  _lease_figures _rows _state_windows);
+our @EXPORT_OK = qw(check_fence check_permits check_run describe fence_table_header
+  fence_table_line job_table_header job_table_line permit_table_header permit_table_line
+  table_header table_line _fence_figures _job_figures _lease_figures _permit_figures _rows
+  _state_windows);
 
 # ---- figures ----
+
+# The figures of a run on semaphores (run's permits: k), into R, from the claims
+# (checker_permit_claim in checker.sql), each of which counted the holders inside: the
+# most holders inside at once (max_inside: the claimant included; the count rises only
+# at a claim, so its largest value at a claim is the largest of the run), how many claims
+# found others inside (claims_shared) and how many by number inside (inside_hist), the
+# slots the holds took (slot_hist) and those whose slot could not be read from
+# redlock_locks().key (slot_unknown); the violations by kind: claim (k or more others
+# inside: holder k + 1), slot (another holder of our slot), unclaim; and how many
+# masters accepted each permit (permit_nodes_hist).
+sub _permit_figures
+{
+	my ($node, $r) = @_;
+	($r->{max_inside}, $r->{claims}, $r->{claims_shared}, $r->{slot_unknown}) = @{
+		(
+			_rows($node, q{
+SELECT coalesce(max(inside), 0), count(inside), count(*) FILTER (WHERE inside >= 2),
+	count(*) FILTER (WHERE slot IS NULL)
+FROM checker_attempts WHERE outcome = 'acquired'}))[0]
+	};
+	$r->{inside_hist} = { map { @$_ } _rows($node, q{
+SELECT inside, count(*) FROM checker_attempts WHERE outcome = 'acquired' AND inside IS NOT NULL
+GROUP BY 1}) };
+	$r->{slot_hist} = { map { @$_ } _rows($node, q{
+SELECT coalesce(slot::text, '?'), count(*) FROM checker_attempts WHERE outcome = 'acquired'
+GROUP BY 1}) };
+	$r->{permit_nodes_hist} = { map { @$_ } _rows($node, q{
+SELECT coalesce(nodes::text, '?'), count(*) FROM checker_attempts WHERE outcome = 'acquired'
+GROUP BY 1}) };
+	my %v = map { @$_ } _rows($node, 'SELECT what, count(*) FROM checker_violations GROUP BY 1');
+	$r->{"${_}_violations"} = $v{$_} // 0 for qw(claim slot unclaim);
+	return;
+}
+
+# The committed work of a run of jobs on auto-extended permits, into R (from
+# _job_figures): a hold B of a semaphore of k permits is a violation when k or more
+# other holds of it, acquired before B, committed writes after B acquired (k + 1
+# holders' committed work overlapping; for k = 1 this is the rule for locks below),
+# unless B's claim already counted it (a 'claim' violation of the same hold).
+# committed_overlap_max: the most holds whose committed work spanned an acquisition,
+# the acquiring hold included.
+sub _permit_job_overlaps
+{
+	my ($node, $t0, $r) = @_;
+	my $k = $r->{permits};
+	my @rows = _rows($node, qq{
+WITH holds AS (
+	SELECT resource, pid, t1, max(pg_xact_commit_timestamp(xmin)) AS last_commit
+	FROM checker_writes GROUP BY 1, 2, 3),
+b AS (SELECT DISTINCT resource, pid, t1 FROM checker_attempts WHERE outcome = 'acquired')
+SELECT round((extract(epoch FROM b.t1) - $t0)::numeric, 3), b.resource, b.pid, count(a.pid),
+	coalesce(string_agg(format('pid %s committed up to %s ms after', a.pid,
+		round((extract(epoch FROM a.last_commit - b.t1) * 1000)::numeric, 1)), ', '
+		ORDER BY a.t1), ''),
+	EXISTS (SELECT 1 FROM checker_violations v WHERE v.what = 'claim'
+		AND v.resource = b.resource AND v.pid = b.pid AND v.acquired_at = b.t1)
+FROM b LEFT JOIN holds a ON a.resource = b.resource AND NOT (a.pid = b.pid AND a.t1 = b.t1)
+	AND a.t1 <= b.t1 AND a.last_commit > b.t1
+GROUP BY b.resource, b.pid, b.t1
+ORDER BY 1});
+	my $max = 0;
+	$r->{overlaps} = 0;
+	for my $row (@rows)
+	{
+		$max = $row->[3] + 1 if $row->[3] + 1 > $max;
+		next if $row->[3] < $k;
+		$r->{overlaps}++;
+		push @{ $r->{overlap_rows} },
+		  sprintf('+%.3f s %s: pid %s acquired while %s other holds went on to commit: %s',
+			@$row[ 0 .. 4 ]);
+		next if $row->[5] eq 't';
+		push @{ $r->{violation_rows} },
+		  {
+			at => $row->[0],
+			resource => $row->[1],
+			pid => $row->[2],
+			what => "overlap: $row->[3] other holds committed after it acquired;",
+			other_pid => '-',
+			other_inside_ms => '?',
+			other_validity_left_ms => '?',
+			since_acquired_ms => '0',
+			nodes => '?',
+			validity_ms => '?',
+			slot => '',
+			others => $row->[4],
+		  };
+	}
+	$r->{committed_overlap_max} = $max;
+	$r->{violation_rows} = [ sort { $a->{at} <=> $b->{at} } @{ $r->{violation_rows} } ];
+	$r->{violations} = scalar @{ $r->{violation_rows} };
+	return;
+}
 
 # The figures of a run of jobs across commands, into R: from the LOG lines of
 # checker_lease_write (which no rollback takes back), the writes a job made after the
@@ -167,6 +260,11 @@ sub _job_figures
 	{
 		push @losses, [ $1, $3, $5, $4, $6 ];
 	}
+	# A permit's loss names its slot (resource#N): its holds are the semaphore's.
+	if ($r->{permits})
+	{
+		$_->[1] =~ s/#\d+$// for @losses;
+	}
 	my $logged = () = $log =~ /LOG:  redlock lock on resource "[^"\n]*" was lost: /g;
 	die "checker: $logged losses in the server log, but only " . scalar(@losses)
 	  . ' with the DETAIL naming the owner'
@@ -273,6 +371,18 @@ WHERE pg_xact_commit_timestamp(w.xmin) >= l.at + interval '1 ms'}))[0]
 	};
 	($r->{writes}, $r->{writes_swallowed}) = @{
 		(_rows($node, 'SELECT count(*), count(*) FILTER (WHERE swallowed) FROM checker_writes'))[0] };
+
+	# Permits: the claims counted the holders inside (a claim that found k others is a
+	# violation already, with no excuse: no job swallows a cancel), and the committed work
+	# is judged by _permit_job_overlaps.
+	if ($r->{permits})
+	{
+		$r->{conflicts} = $r->{claim_violations} // 0;
+		$r->{excused} = 0;
+		$r->{excused_rows} = [];
+		_permit_job_overlaps($node, $t0, $r);
+		return;
+	}
 
 	# Claim conflicts, excused or not (see above).
 	my (@violations, @excused, %pair);
@@ -500,6 +610,7 @@ sub describe
 		$s .= "   pgbench stderr: $_\n" for @lines[ 0 .. ($#lines < 9 ? $#lines : 9) ];
 	}
 	$s .= _describe_fence($r) if $r->{fence};
+	$s .= _describe_permits($r) if $r->{permits};
 	$s .= sprintf("   VIOLATIONS: %d%s\n", $r->{violations},
 		$r->{expect_violations} ? ' (negative control: expected > 0)'
 		: $r->{violations_by_design} ? " (not judged: $r->{violations_by_design})"
@@ -511,10 +622,14 @@ sub describe
 		my $last = _last_event($r->{events}, $v->{at});
 		$s .= sprintf(
 			"     +%.3f s %s: pid %s %s found pid %s inside for %s ms (its validity %s ms"
-			  . " left); ours acquired %s ms before with %s masters, validity %s ms%s\n",
+			  . " left); ours acquired %s ms before with %s masters, validity %s ms%s%s\n",
 			$v->{at}, $v->{resource}, $v->{pid}, $v->{what}, $v->{other_pid},
 			$v->{other_inside_ms}, $v->{other_validity_left_ms}, $v->{since_acquired_ms},
 			$v->{nodes}, $v->{validity_ms},
+			($v->{others} // '') ne ''
+			? sprintf('; our slot %s; inside: %s', ($v->{slot} // '') eq '' ? '?' : $v->{slot},
+				$v->{others})
+			: '',
 			$last ? sprintf('; last fault +%.3f s %s', @$last[ 0, 1 ]) : '');
 	}
 	$s .= "     ... and " . ($r->{violations} - 20) . " more\n" if $r->{violations} > 20;
@@ -559,6 +674,58 @@ sub _describe_fence
 		@$_[ 0 .. 3, 6, 4, 5 ])
 	  for @{ $r->{inversion_rows} }[ 0 .. $n - 1 ];
 	return $s;
+}
+
+# The permit lines of describe.
+sub _describe_permits
+{
+	my ($r) = @_;
+	my $h = sub {
+		my ($hist) = @_;
+		return join(', ', map { "$_ x $hist->{$_}" }
+			  sort { ($a =~ /^\d+$/ ? $a : 1e9) <=> ($b =~ /^\d+$/ ? $b : 1e9) } keys %$hist) || '-';
+	};
+	my $s = sprintf(
+		"   semaphores of %d permits (redlock_acquire_permit): most holders inside at once %d;"
+		  . " claims %d, %d of them with others inside; holders inside at a claim (the"
+		  . " claimant included): %s\n",
+		$r->{permits}, $r->{max_inside}, $r->{claims}, $r->{claims_shared},
+		$h->($r->{inside_hist}));
+	$s .= sprintf("   masters that accepted each permit: %s\n",
+		join(', ', map { "$_ x $r->{permit_nodes_hist}{$_}" }
+			  sort { $b cmp $a } keys %{ $r->{permit_nodes_hist} }));
+	$s .= sprintf(
+		"   slots taken: %s%s; violations: %d claims found %d or more others inside, %d found"
+		  . " their slot held, %d unclaims failed\n",
+		$h->($r->{slot_hist}),
+		$r->{slot_unknown} ? " ($r->{slot_unknown} holds whose slot was not read)" : '',
+		$r->{claim_violations}, $r->{permits}, $r->{slot_violations}, $r->{unclaim_violations});
+	$s .= sprintf(
+		"   committed work: at most %d holds' writes spanned an acquisition (the acquiring hold"
+		  . " included); acquisitions that %d or more others' later commits spanned: %d\n",
+		$r->{committed_overlap_max}, $r->{permits}, $r->{overlaps})
+	  if $r->{job};
+	return $s;
+}
+
+# The header of the permits table.
+sub permit_table_header
+{
+	my $h = sprintf("%-30s %8s %8s %10s %6s %5s %7s %7s %8s %7s\n", 'scenario', 'attempts',
+		'acquired', 'violations', 'count', 'slot', 'permits', 'max in', 'shared', 'unavail');
+	return $h . ('-' x (length($h) - 1)) . "\n";
+}
+
+# One line of the permits table: violations (count: a claim found k or more others
+# inside; slot: a claim found its slot held), the semaphore's permits, the most holders
+# inside at once, the claims that found others inside, the attempts that raised 08006.
+sub permit_table_line
+{
+	my ($r) = @_;
+	return sprintf("%-30s %8d %8d %10d %6d %5d %7d %7d %8d %6.1f%%\n", $r->{name},
+		$r->{attempts}, $r->{acquired}, $r->{violations}, $r->{claim_violations},
+		$r->{slot_violations}, $r->{permits}, $r->{max_inside}, $r->{claims_shared},
+		$r->{unavailable_pct});
 }
 
 # The header of the fencing table.
@@ -607,6 +774,39 @@ sub check_run
 		  or Test::More::diag(describe($r));
 	}
 	check_fence($r) if $r->{fence};
+	check_permits($r) if $r->{permits};
+	return;
+}
+
+# The Test::More checks of a run on semaphores R (check_run, and run-long): every holder's
+# slot was read; at some moment 2 or more holders of a semaphore were inside at once (a
+# semaphore that let one holder in at a time, a lock, fails here); never more than k
+# inside, never two on one slot; a negative control: claims that found k others inside
+# (the count check saw holder k + 1), and more than k inside at some moment.
+sub check_permits
+{
+	my ($r) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my ($name, $k) = ($r->{name}, $r->{permits});
+	Test::More::is($r->{slot_unknown}, 0, "$name: every holder's slot was read from redlock_locks().key");
+	Test::More::cmp_ok($r->{max_inside}, '>=', 2,
+		"$name: 2 or more holders of a semaphore were inside at once at some moment"
+		  . " ($r->{claims_shared} claims found others inside)");
+	if ($r->{expect_violations})
+	{
+		Test::More::cmp_ok($r->{claim_violations}, '>', 0,
+			"$name (negative control): claims found $k others inside (holder $k + 1)");
+		Test::More::cmp_ok($r->{max_inside}, '>', $k,
+			"$name (negative control): more than $k holders inside at once")
+		  or Test::More::diag(describe($r));
+	}
+	else
+	{
+		Test::More::cmp_ok($r->{max_inside}, '<=', $k,
+			"$name: never more than $k holders of a semaphore inside at once")
+		  or Test::More::diag(describe($r));
+		Test::More::is($r->{slot_violations}, 0, "$name: never two holders of one slot at once");
+	}
 	return;
 }
 
@@ -664,8 +864,10 @@ sub _describe_job
 	my $validity = int($r->{ttl_ms} * 0.99 - 2);
 	my $s = sprintf(
 		"   long jobs: %d transactions of %d writes %d ms apart (%d ms of work, %.1f x the TTL),"
-		  . " auto-extended; odd-numbered clients swallow a cancel and try to commit\n",
-		$j->{xacts}, $j->{steps}, $j->{step_ms}, $r->{work_ms}, $r->{work_ms} / $r->{ttl_ms});
+		  . " auto-extended; %s\n",
+		$j->{xacts}, $j->{steps}, $j->{step_ms}, $r->{work_ms}, $r->{work_ms} / $r->{ttl_ms},
+		$r->{permits} ? 'permits; no client swallows a cancel'
+		: 'odd-numbered clients swallow a cancel and try to commit');
 	$s .= sprintf(
 		"   jobs: %d done, %d cancelled on loss (57014), %d commits refused (55P03; %d cancels"
 		  . " swallowed), %d other cancels, %d other errors%s\n",
@@ -709,7 +911,8 @@ sub _describe_job
 		"   guard: %d claims found it held: %d excused (the holder found had lost its lock"
 		  . " before, and none of its work committed after the loss); holds whose committed"
 		  . " work overlapped the next holder's: %d; guards found taken over at the end: %d\n",
-		$r->{conflicts}, $r->{excused}, $r->{overlaps}, $r->{taken_over});
+		$r->{conflicts}, $r->{excused}, $r->{overlaps}, $r->{taken_over})
+	  unless $r->{permits};    # their claims and committed work: _describe_permits
 	$s .= "     overlap: $_\n" for @{ $r->{overlap_rows} // [] };
 	for my $v (@{ $r->{excused_rows} })
 	{

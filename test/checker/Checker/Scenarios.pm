@@ -3,8 +3,10 @@
 #
 #   my %o = Checker::scenario('sigstop');    # (name => 'sigstop', desc => ..., faults => ...)
 #   my @names = Checker::lease_scenarios();  # issue 21's scenarios and their controls
+#   my @names = Checker::permit_scenarios(); # the semaphores' (1.5) and their controls
 #
-# Checker.pm imports scenario and lease_scenarios: callers name them Checker::...
+# Checker.pm imports scenario, lease_scenarios and permit_scenarios: callers name them
+# Checker::...
 
 package Checker::Scenarios;
 
@@ -18,7 +20,7 @@ use Checker::Schedules qw(_all_restart_delayed _delayed_out _extend_faults _fast
   _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
-our @EXPORT_OK = qw(lease_scenarios scenario);
+our @EXPORT_OK = qw(lease_scenarios permit_scenarios scenario);
 
 # ---- scenarios ----
 #
@@ -40,6 +42,15 @@ my $FAST_CLOCK_RUN = {
 	wait_ms => 200,
 	work_ms => 300,
 	fence => 'fenced',
+};
+
+# The semaphore runs (redlock_acquire_permit, 1.5): 16 clients on 2 semaphores of 3
+# permits (8 clients for 3 permits each), 20 ms of work: several holders inside at once,
+# and a fourth one kept out.
+my $PERMITS_RUN = {
+	permits => 3,
+	resources => 2,
+	work_ms => 20,
 };
 
 my $SCENARIOS_REF;
@@ -448,6 +459,83 @@ my %SCENARIOS = (
 		faults => sub { $SCENARIOS_REF->{'minority-delayed+sigstop'}{faults}->(@_) },
 	},
 
+	# ---- semaphores: the permits of redlock_acquire_permit (1.5) ----
+	# Each holder takes a permit and counts the holders inside (checker_permit_claim in
+	# checker.sql): more than 3 is a violation, and so are two holders of one slot; the
+	# faults are those of the lock scenarios of the same name.
+
+	'permits-plain' => {
+		desc => 'no fault; 2 semaphores of 3 permits',
+		masters => 'plain',
+		%{ $PERMITS_RUN },
+	},
+	'permits-kill' => {
+		desc => 'the faults of kill-minority-delayed on 2 semaphores of 3 permits: kill -9 of'
+		  . ' 1 or 2 masters (rolling), each kept down 1.2 x TTL + 0.3 s, no persistence',
+		masters => 'plain',
+		%{ $PERMITS_RUN },
+		faults => sub { $SCENARIOS_REF->{'kill-minority-delayed'}{faults}->(@_) },
+	},
+	'permits-sigstop' => {
+		desc => 'the faults of sigstop on 2 semaphores of 3 permits: SIGSTOP of 1 or 2'
+		  . ' masters for 0.2-1 s, then SIGCONT (the queued SET NX of every slot run late)',
+		masters => 'plain',
+		%{ $PERMITS_RUN },
+		faults => sub { $SCENARIOS_REF->{'sigstop'}{faults}->(@_) },
+	},
+	'permits-latency' => {
+		desc => 'the faults of latency on 2 semaphores of 3 permits: delay proxies in front'
+		  . ' of 3 masters, 1-15 ms, 10-40 ms, 30-60 ms each way',
+		masters => 'plain',
+		proxies => 3,
+		%{ $PERMITS_RUN },
+		faults => sub { $SCENARIOS_REF->{'latency'}{faults}->(@_) },
+	},
+	'permits-majority-restart-aof' => {
+		desc => 'the faults of kill-majority-aof on 2 semaphores of 3 permits: kill -9 of 3'
+		  . ' of 5 masters restarted at once while permits are held, appendfsync always',
+		masters => 'aof',
+		%{ $PERMITS_RUN },
+		ttl_ms => 10000,
+		work_ms => 1000,
+		faults => sub { _majority_restart(@_) },
+	},
+	'unsafe-permits-short-ttl' => {
+		desc => 'NEGATIVE CONTROL: permits of a TTL of 20 ms, shorter than the 60 ms critical'
+		  . ' section (unsafe-short-ttl on 2 semaphores of 3 permits)',
+		masters => 'plain',
+		%{ $PERMITS_RUN },
+		ttl_ms => 20,
+		work_ms => 60,
+		expect_violations => 1,
+	},
+	'unsafe-permits-majority-restart' => {
+		desc => 'NEGATIVE CONTROL: kill -9 of 3 of 5 masters restarted at once without'
+		  . ' persistence while permits are held (unsafe-majority-restart on 2 semaphores'
+		  . ' of 3 permits)',
+		masters => 'plain',
+		%{ $PERMITS_RUN },
+		ttl_ms => 10000,
+		work_ms => 3000,
+		expect_violations => 1,
+		faults => sub { _majority_restart(@_) },
+	},
+	'permits-auto-extend' => {
+		desc => 'auto-extended permits (TTL 3 s) of 2 semaphores of 3 permits held by jobs of'
+		  . ' 6 s (3 transactions of 4 writes 500 ms apart), no cancel swallowed; the faults'
+		  . ' of long-job counted from the first hold (a majority frozen past the validity:'
+		  . ' permits lost, jobs cancelled; a majority frozen 0.5 s, the worker terminated'
+		  . ' and frozen 0.5 s, a minority killed)',
+		masters => 'plain',
+		preload => 1,
+		%{ $PERMITS_RUN },
+		ttl_ms => 3000,
+		wait_ms => 200,
+		job => { xacts => 3, steps => 4, step_ms => 500 },
+		pgoptions => ['redlock.auto_extend=on'],
+		faults => sub { _long_job_faults($_[0], from_first_hold => 1) },
+	},
+
 	# ---- long jobs: auto-extended locks (issue 8), on a node with the library preloaded ----
 
 	'long-job' => {
@@ -567,6 +655,15 @@ for my $name (sort keys %LEASE_SCENARIOS)
 		pgoptions => [ 'redlock.auto_extend=on', 'redlock.cancel_on_loss=off' ],
 		expect_violations => $s->{violations_by_design} ? 0 : 1,
 	};
+}
+
+# The names of the semaphore scenarios (permits) and their controls, in run order; the
+# last needs a node with the library preloaded.
+sub permit_scenarios
+{
+	return qw(permits-plain permits-kill permits-sigstop permits-latency
+	  permits-majority-restart-aof unsafe-permits-short-ttl unsafe-permits-majority-restart
+	  permits-auto-extend);
 }
 
 # The names of the issue 21 scenarios and their controls, in run order.
