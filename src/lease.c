@@ -187,10 +187,11 @@ redlock_lease_decide(int ttl_ms, double valid_until_ms, const RedlockResult *res
 			redlock_stats_count(REDLOCK_STAT_RENEW_FAILED);
 			if (valid_until_ms - now_ms < ttl_ms / 3.0)
 				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
-						 "fewer than a quorum of Redis masters answered its renewals "
-						 "(%d of %d answered, %d needed) and less than a third of its TTL "
-						 "of validity was left",
-						 result->answered, result->node_count, result->quorum);
+						 "fewer than a quorum of Redis masters renewed it "
+						 "(%d of %d answered, %d renewed, %d needed) and less than a third "
+						 "of its TTL of validity was left",
+						 result->answered, result->node_count, result->accepted,
+						 result->quorum);
 			else
 				outcome->next_renewal_ms = now_ms +
 					Max(1.0, Min((double) redlock_retry_delay_ms, ttl_ms / 10.0));
