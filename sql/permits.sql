@@ -1,8 +1,10 @@
 -- Semaphores (redlock_acquire_permit): at most "permits" holders at once, each on one of
 -- the slots resource#1..resource#permits, an ordinary lock each.  A second and a third
 -- session, reached through dblink, play the other holders.
--- (observability, before it, leaves the extension at 1.1.)
+-- (observability, before it, leaves the extension at 1.1; run alone, it is at 1.5.)
+SET client_min_messages = warning;
 ALTER EXTENSION redlock UPDATE;
+RESET client_min_messages;
 \i sql/second_session.psql
 SELECT dblink_connect('third',
        format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
