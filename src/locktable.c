@@ -498,7 +498,8 @@ redlock_locktable_release(RedlockHeldLock **held, int n, bool cleanup, bool wait
 		const char *announced = held[k]->semaphore_key ? held[k]->semaphore_key : held[k]->key;
 
 		if (infos[k].result.accepted > 0)
-			(void) redlock_waiters_wake(announced, strlen(announced), true);
+			(void) redlock_waiters_wake(announced, strlen(announced), held[k]->key,
+										strlen(held[k]->key), true);
 	}
 	for (int k = 0; k < n; k++)
 		redlock_locktable_drop(held[k]);

@@ -49,8 +49,9 @@
  * Spec §2: delete the key only while it still holds our token; then tell waiters on
  * the key's own release channel (the message is the key), so that they retry at once.
  * Only clusters with a backend waiting for that key subscribe to it (subscription.c).
- * ARGV[2], when given, is the key announced instead: a permit's slot announces its
- * semaphore's resource key, on which the semaphore's waiters wait.
+ * ARGV[2], when given, is the key whose channel announces it instead: a permit's slot
+ * announces on its semaphore's channel, where the semaphore's waiters wait.  The message
+ * is always the key deleted, so that two slots' releases are two wake-ups.
  * The holder record goes with the key.
  */
 static RedlockScript release_script = {
@@ -58,7 +59,7 @@ static RedlockScript release_script = {
 	"local n = redis.call(\"del\", KEYS[1]) "
 	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
 	"local a = ARGV[2] or KEYS[1] "
-	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. a, a) "
+	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. a, KEYS[1]) "
 	"return n else " QUORUM_STRAY_RECORD_LUA "return 0 end",
 	.redeliver = true
 };

@@ -269,11 +269,14 @@ sub_channels_sync(double now)
 	return next;
 }
 
-/* Counts one master's announcement of key; wakes its waiters at the quorum-th. */
+/*
+ * Counts one master's announcement, on key's channel, of the release of the key
+ * released (key itself, or a semaphore's slot); wakes key's waiters at the quorum-th.
+ */
 static void
-sub_announce(const char *key, size_t len)
+sub_announce(const char *key, size_t len, const char *released, size_t released_len)
 {
-	uint64		h = hash_bytes_extended((const unsigned char *) key, (int) len, 0);
+	uint64		h = hash_bytes_extended((const unsigned char *) released, (int) released_len, 0);
 	Announced  *a = &announced[h % ANNOUNCED_SLOTS];
 	double		now = redlock_clock_ms();
 
@@ -284,7 +287,7 @@ sub_announce(const char *key, size_t len)
 		a->first_ms = now;
 	}
 	if (++a->count == subs_quorum())
-		(void) redlock_waiters_wake(key, len, false);
+		(void) redlock_waiters_wake(key, len, released, released_len, false);
 }
 
 /* A master confirmed sub's subscription to channel name: catch up at the quorum's. */
@@ -331,8 +334,13 @@ sub_reply(Subscriber *sub, redisReply *reply)
 	if (strcmp(reply->element[0]->str, "subscribe") == 0)
 		sub_confirmed(sub, reply->element[1]->str, reply->element[1]->len);
 	else if (strcmp(reply->element[0]->str, "message") == 0 &&
-			 reply->element[2]->type == REDIS_REPLY_STRING)
-		sub_announce(reply->element[2]->str, reply->element[2]->len);
+			 reply->element[2]->type == REDIS_REPLY_STRING &&
+			 reply->element[1]->len > CHANNEL_PREFIX_LEN &&
+			 strncmp(reply->element[1]->str, REDLOCK_RELEASE_CHANNEL_PREFIX,
+					 CHANNEL_PREFIX_LEN) == 0)
+		sub_announce(reply->element[1]->str + CHANNEL_PREFIX_LEN,
+					 reply->element[1]->len - CHANNEL_PREFIX_LEN,
+					 reply->element[2]->str, reply->element[2]->len);
 }
 
 /*

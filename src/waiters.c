@@ -289,10 +289,11 @@ redlock_waiters_keys(void (*fn) (const char *key, size_t len, void *arg), void *
 
 /*
  * The backend that has waited longest for the key of hash h, or -1 when none waits; and
- * in *last_woken_us when any of them was last woken (0: never).
+ * in *last_woken_us when any of them was last woken (0: never).  skip_woken_since: 0,
+ * or leave out the waiters woken at or after that time (us).
  */
 static int
-waiters_oldest(uint64 h, uint64 *last_woken_us)
+waiters_oldest(uint64 h, uint64 skip_woken_since, uint64 *last_woken_us)
 {
 	int			oldest = -1;
 	uint64		oldest_since = PG_UINT64_MAX;
@@ -301,10 +302,14 @@ waiters_oldest(uint64 h, uint64 *last_woken_us)
 	for (int i = 0; i < MaxBackends; i++)
 	{
 		uint64		since;
+		uint64		woken;
 
 		if (pg_atomic_read_u64(&waiters[i].key_hash) != h)
 			continue;
-		*last_woken_us = Max(*last_woken_us, pg_atomic_read_u64(&waiters[i].woken_at_us));
+		woken = pg_atomic_read_u64(&waiters[i].woken_at_us);
+		if (skip_woken_since > 0 && woken >= skip_woken_since)
+			continue;
+		*last_woken_us = Max(*last_woken_us, woken);
 		since = pg_atomic_read_u64(&waiters[i].since_us);
 		if (since < oldest_since)
 		{
@@ -340,16 +345,24 @@ waiters_wake_one(int i, bool direct)
  *		REDLOCK_WAKE_DEDUP_MS ago (a table of recent wake-ups by key hash; a collision
  *		only costs a waiter its ordinary retry delay), this is the same release and
  *		nobody else is woken.
+ *		released: the key the release deleted (released_len bytes): key itself for a
+ *		lock; for a semaphore, whose waiters wait on its own key, the slot released.
+ *		Releases are told apart by it: two slots released within the dedup time wake
+ *		two waiters, each the oldest not woken within it.
  *		direct: the release was made in this cluster and has just completed (not an
  *		announcement): it counts as a direct wake-up too, and the waiter
  *		retries without jitter (see retry_sleep in quorum.c).
  *		Returns how many were woken (0 or 1).  Raises nothing.
  */
 int
-redlock_waiters_wake(const char *key, size_t len, bool direct)
+redlock_waiters_wake(const char *key, size_t len, const char *released, size_t released_len,
+					 bool direct)
 {
 	uint64		h;
+	uint64		r;
 	uint64		now_us = (uint64) (redlock_clock_ms() * 1000.0);
+	uint64		dedup_us = REDLOCK_WAKE_DEDUP_MS * 1000;
+	bool		slot = released_len != len || memcmp(released, key, len) != 0;
 	int			oldest;
 	uint64		last_us;
 	RecentWake *recent;
@@ -357,18 +370,20 @@ redlock_waiters_wake(const char *key, size_t len, bool direct)
 	if (waiters == NULL)
 		return 0;
 	h = waiters_key_hash(key, len);
-	recent = &recent_wakes[h % RECENT_WAKES];
-	if (pg_atomic_read_u64(&recent->key_hash) == h &&
-		now_us - pg_atomic_read_u64(&recent->at_us) < REDLOCK_WAKE_DEDUP_MS * 1000)
+	r = waiters_key_hash(released, released_len);
+	recent = &recent_wakes[r % RECENT_WAKES];
+	if (pg_atomic_read_u64(&recent->key_hash) == r &&
+		now_us - pg_atomic_read_u64(&recent->at_us) < dedup_us)
 		return 0;
-	oldest = waiters_oldest(h, &last_us);
-	if (oldest < 0 || now_us - last_us < REDLOCK_WAKE_DEDUP_MS * 1000)
+	/* A lock: nobody if a waiter of it was just woken; a slot: the oldest not just woken. */
+	oldest = waiters_oldest(h, slot ? now_us - dedup_us : 0, &last_us);
+	if (oldest < 0 || (!slot && now_us - last_us < dedup_us))
 		return 0;
 	last_us = pg_atomic_read_u64(&waiters[oldest].woken_at_us);
 	if (!pg_atomic_compare_exchange_u64(&waiters[oldest].woken_at_us, &last_us, now_us))
 		return 0;				/* another process woke it just now */
 	pg_atomic_write_u64(&recent->at_us, now_us);
-	pg_atomic_write_u64(&recent->key_hash, h);
+	pg_atomic_write_u64(&recent->key_hash, r);
 	waiters_wake_one(oldest, direct);
 	redlock_stats_count(REDLOCK_STAT_WAKEUPS);
 	return 1;
@@ -391,7 +406,7 @@ redlock_waiters_catch_up(const char *key, size_t len)
 
 	if (waiters == NULL)
 		return;
-	oldest = waiters_oldest(waiters_key_hash(key, len), &last_woken_us);
+	oldest = waiters_oldest(waiters_key_hash(key, len), 0, &last_woken_us);
 	if (oldest >= 0)
 		waiters_wake_one(oldest, false);
 }

@@ -5,8 +5,9 @@
 #   and one per slot's holder record, and one script call (the check for a slot past the
 #   permits); nothing to undo.
 # - A waiter in beta is woken by a release in alpha (the slot's release announces the
-#   semaphore's key), long before any retry delay would have let it try again; a holder's
-#   exit frees its permit.
+#   semaphore's key), long before any retry delay would have let it try again; two slots
+#   released while beta's worker is frozen wake two waiters; a holder's exit frees its
+#   permit.
 # - With two masters killed the bound holds: three holders, the fourth refused; with three
 #   of five frozen, 08006.
 # - A cancelled waiter leaves no key of its own on any slot; redlock.auto_extend keeps a
@@ -87,6 +88,43 @@ note sprintf('beta took the permit within %.3f s of the release', time - $t_rele
 ($out, $err) = $b2->finish;
 like($out, qr/^t\|/, '... and its acquire returns true');
 is(slot_of($b2), $a1_slot, "... the slot alpha gave back ($a1_slot)");
+
+# Two slots released while beta's worker is frozen reach it together: two releases, two
+# waiters woken (each the oldest not woken yet), although they come within microseconds.
+my ($p1, $p2, $w1, $w2) = (session($alpha), session($alpha), session($beta), session($beta));
+sql($_, "SELECT redlock_acquire_permit('pair', 2, 60000)") for ($p1, $p2);
+my %waiter_pid;
+for my $w ($w1, $w2)
+{
+	sql($w, "SET redlock.retry_delay = 60000");
+	sql($w, "SET redlock.retry_jitter = 0");
+	$waiter_pid{$w} = $w->pid;
+	$w->start("SELECT redlock_acquire_permit('pair', 2, 60000, 40000)");
+	usleep(200_000);
+}
+ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = 'pair'"))[0] eq '2' }),
+	"beta: two waiters for 'pair'");
+ok(wait_until(10, sub { !grep { (split /\s+/)[1] ne '1' } $redis->redis_all('PUBSUB', 'NUMSUB', 'redlock:released:pair') }),
+	"... and beta's worker subscribed to its channel on every master");
+usleep(500_000);	# for the worker to read the confirmations (and catch up) before it freezes
+my ($wpid) = $beta->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+kill 'STOP', $wpid;
+sql($_, "SELECT redlock_release('pair')") for ($p1, $p2);
+usleep(300_000);
+kill 'CONT', $wpid;
+ok(wait_until(15, sub {
+			my ($holders) = sql($a1, "SELECT string_agg(pid::text, ',' ORDER BY pid) FROM (SELECT pid FROM redlock_lock_info('pair#1') UNION ALL SELECT pid FROM redlock_lock_info('pair#2')) h");
+			return $holders eq join(',', sort { $a <=> $b } values %waiter_pid);
+		}),
+	"beta: both waiters hold a slot within 15 s (retry delay 60 s): the two releases woke two");
+for my $w ($w1, $w2)
+{
+	($out) = $w->finish;
+	is($out, 't', '... and its acquire returns true');
+	sql($w, "SELECT redlock_release('pair')");
+}
+$_->quit for ($p1, $p2, $w1, $w2);
 
 # A holder's exit frees its permit.
 my $a2_slot = slot_of($a2);
