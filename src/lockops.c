@@ -106,6 +106,8 @@ redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int 
 	char	   *holder = NULL;
 	char	  **keys;
 	int			slot;
+	RedlockWaiter *waiter = NULL;
+	bool		behind = false;
 
 	*was_lost = false;
 	lock = redlock_locktable_find(resource);
@@ -158,27 +160,19 @@ redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int 
 	if (redlock_record_holder)
 		holder = redlock_holder_record(scope == REDLOCK_SCOPE_XACT ? "transaction" : "session");
 	keys = redlock_locktable_slot_keys(lock);
-	if (wait_ms == 0)
-		redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
-									  Max(lock->permits, 1), lock->semaphore_key, lock->token,
-									  ttl_ms, 0, holder, NULL, false, result, &slot);
-	else
-	{
-		/*
-		 * A waiter: a release announced on the masters (or here) wakes it; a permit's
-		 * waiter waits on its semaphore's key, which its slots' releases announce.  An
-		 * interrupted wait is unregistered by the (sub)transaction abort that follows.
-		 */
-		bool		behind;
-		RedlockWaiter *waiter = redlock_waiters_begin(lock->key, lock->prefix_len,
-													   &behind);
 
-		redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
-									  Max(lock->permits, 1), lock->semaphore_key, lock->token,
-									  ttl_ms, wait_ms, holder, waiter, behind, result,
-									  &slot);
+	/*
+	 * A waiter: a release announced on the masters (or here) wakes it; a permit's waiter
+	 * waits on its semaphore's key, which its slots' releases announce.  An interrupted
+	 * wait is unregistered by the (sub)transaction abort that follows.
+	 */
+	if (wait_ms != 0)
+		waiter = redlock_waiters_begin(lock->key, lock->prefix_len, &behind);
+	redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
+								  Max(lock->permits, 1), lock->semaphore_key, lock->token,
+								  ttl_ms, wait_ms, holder, waiter, behind, result, &slot);
+	if (wait_ms != 0)
 		redlock_waiters_end();
-	}
 	if (holder)
 		pfree(holder);
 	if (result->status != REDLOCK_OK)
