@@ -31,7 +31,7 @@ SELECT has_function_privilege('public', 'redlock_fencing_token(text)', 'execute'
 SELECT has_function_privilege('public', 'redlock_waiters()', 'execute') AS waiters_public,
        obj_description('redlock_waiters()'::regprocedure, 'pg_proc') IS NOT NULL AS waiters_commented,
        (SELECT count(*) FROM redlock_waiters()) AS waiting;
--- Every function of 1.5, the bigint forms too: not PUBLIC's, and commented.
+-- Every function of 1.6, the bigint and set forms too: not PUBLIC's, and commented.
 SELECT count(*) AS functions,
        count(*) FILTER (WHERE has_function_privilege('public', p.oid, 'execute')) AS public,
        count(*) FILTER (WHERE obj_description(p.oid, 'pg_proc') IS NULL) AS uncommented,

@@ -54,6 +54,22 @@ lockops_refresh(RedlockHeldLock *lock, int ttl_ms, RedlockResult *result)
 		lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
 		redlock_quorum_extend(lock->set, lock->key, lock->token, ttl_ms, result);
 	}
+	return redlock_lock_refreshed(lock, ttl_ms, expired, result);
+}
+
+/*
+ * redlock_lock_refreshed
+ *		Records the outcome of an extension of lock to ttl_ms milliseconds (spec §6),
+ *		sent with its validity cut first (the invariant above): result is the quorum
+ *		outcome, expired whether its validity had run out before the request.  Returns
+ *		REDLOCK_HELD, REDLOCK_FAILED or REDLOCK_LOST as lockops_refresh does (lost: the
+ *		lock is lost, its entry stays).  For lockset.c, this module's room.  Raises
+ *		nothing.
+ */
+RedlockHoldStatus
+redlock_lock_refreshed(RedlockHeldLock *lock, int ttl_ms, bool expired,
+					   RedlockResult *result)
+{
 	if (result->status == REDLOCK_OK)
 	{
 		lock->ttl_ms = ttl_ms;

@@ -612,6 +612,8 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 			continue;
 		info->resource = pstrdup(lock->resource);
 		info->key = pstrdup(lock->key);
+		info->permits = lock->permits;
+		info->set_id = lock->set_id;
 		info->session_holds = redlock_holds_count(&lock->holds, true);
 		info->xact_holds = redlock_holds_count(&lock->holds, false);
 		info->ttl_ms = lock->ttl_ms;

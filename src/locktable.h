@@ -31,6 +31,8 @@ typedef struct RedlockHeldLock
 	int			permits;		/* a semaphore's permit: its permits; 0: a lock */
 	char	   *semaphore_key;	/* a permit: the semaphore's key (its waiters wait on
 								 * it; its slots' releases announce it); else NULL */
+	int64		set_id;			/* acquired in a set (doc/sets.md): the set's number
+								 * in this backend, shared by its locks; 0: alone */
 	char		token[REDLOCK_TOKEN_LEN + 1];	/* of the latest acquire attempt */
 	RedlockNodeSet *set;		/* the masters it was taken on */
 	bool		releasing;		/* no holds left; its release is under way */
@@ -69,6 +71,8 @@ typedef struct RedlockLockInfo
 {
 	char	   *resource;
 	char	   *key;
+	int			permits;		/* a semaphore's permit: its permits; 0: a lock */
+	int64		set_id;			/* acquired in a set: its number; 0: alone */
 	int			session_holds;
 	int			xact_holds;
 	int			ttl_ms;

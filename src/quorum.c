@@ -125,11 +125,16 @@ RedlockQuorumInit(void)
 	redlock_script_register(&quiet_release_script);
 	redlock_script_register(&extend_script);
 	redlock_script_register(&beyond_script);
+	RedlockQuorumSetInit();
 }
 
-/* Starts result for an operation over set. */
-static void
-quorum_result_init(RedlockNodeSet *set, RedlockResult *result)
+/*
+ * redlock_quorum_result_init
+ *		Starts result for an operation over set: zeroed, with its node count and
+ *		quorum.  For quorumset.c, this module's room.  Raises nothing.
+ */
+void
+redlock_quorum_result_init(RedlockNodeSet *set, RedlockResult *result)
 {
 	memset(result, 0, sizeof(*result));
 	result->node_count = redlock_nodeset_size(set);
@@ -220,11 +225,13 @@ quorum_debug_outcomes(RedlockNodeSet *set, const char *what, const char *key,
 }
 
 /*
- * Fills command with a call of script on key with token and an optional extra
- * argument, decided once need nodes returned 1 (see RedlockCommand).
+ * redlock_quorum_script_command
+ *		Fills command with a call of script on key with token and an optional extra
+ *		argument (NULL: none), decided once need nodes returned 1 (see RedlockCommand;
+ *		-1: nobody waits for it).  For quorumset.c too.  Raises nothing.
  */
-static void
-quorum_script_command(RedlockCommand *command, RedlockScript *script, const char *key,
+void
+redlock_quorum_script_command(RedlockCommand *command, RedlockScript *script, const char *key,
 			   const char *token, const char *arg, int need)
 {
 	memset(command, 0, sizeof(*command));
@@ -253,6 +260,46 @@ quorum_key_command(RedlockCommand *command, const char *name, const char *key,
 	command->argv[1] = key;
 	command->argvlen[0] = strlen(name);
 	command->argvlen[1] = strlen(key);
+}
+
+/*
+ * redlock_quorum_look_commands
+ *		Fills two commands for a waiter's look at key, sent behind its acquire in the
+ *		same round trip: GET (whose token it holds) and PTTL (how long it has left),
+ *		each decided at quorum answers.  For quorumset.c too.  Raises nothing.
+ */
+void
+redlock_quorum_look_commands(RedlockCommand *two, const char *key, int quorum)
+{
+	quorum_key_command(&two[0], "GET", key, quorum_accept_value, quorum);
+	quorum_key_command(&two[1], "PTTL", key, redlock_tally_integer, quorum);
+}
+
+/*
+ * redlock_quorum_record_value
+ *		Writes into buf the holder record's value for an attempt of token: the token, a
+ *		tab, holder (holder.c), a tab and the time now in microseconds.  Raises only
+ *		out-of-memory errors.
+ */
+void
+redlock_quorum_record_value(StringInfo buf, const char *token, const char *holder)
+{
+	appendStringInfo(buf, "%s\t%s\t" INT64_FORMAT, token, holder, redlock_holder_now_us());
+}
+
+/*
+ * redlock_quorum_undo_command
+ *		Fills command with the undo of an attempt on key with token (spec §3 step 5),
+ *		which nobody waits for: quiet when another client holds key on a quorum (waking
+ *		its waiters would only have them refused again), else announcing the key's
+ *		release.  For quorumset.c too.  Raises nothing.
+ */
+void
+redlock_quorum_undo_command(RedlockCommand *command, bool quiet, const char *key,
+							const char *token)
+{
+	redlock_quorum_script_command(command, quiet ? &quiet_release_script : &release_script,
+								  key, token, NULL, -1);
 }
 
 /*
@@ -287,10 +334,7 @@ quorum_slot_fill(RedlockCommand *commands, const QuorumSlotCommands *layout,
 
 	/* A waiter also asks whose the key is and how long it has left, in the same trip. */
 	if (layout->look == 3)
-	{
-		quorum_key_command(&commands[1], "GET", key, quorum_accept_value, quorum);
-		quorum_key_command(&commands[2], "PTTL", key, redlock_tally_integer, quorum);
-	}
+		redlock_quorum_look_commands(&commands[1], key, quorum);
 
 	/*
 	 * The holder record, right behind in the same round trip: SET NX too, so that an
@@ -424,7 +468,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	bool		check_beyond = announce != NULL && nkeys < REDLOCK_MAX_PERMITS;
 
 	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_PERMITS);
-	quorum_result_init(set, result);
+	redlock_quorum_result_init(set, result);
 	count = result->node_count;
 	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
 	layout.look = (wait_ms != 0) ? 3 : 1;
@@ -454,7 +498,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 
 		snprintf(permits_text, sizeof(permits_text), "%d", nkeys);
 		snprintf(max_text, sizeof(max_text), "%d", REDLOCK_MAX_PERMITS);
-		quorum_script_command(beyond, &beyond_script, announce, permits_text, max_text,
+		redlock_quorum_script_command(beyond, &beyond_script, announce, permits_text, max_text,
 							  result->quorum);
 		/* Wait until a quorum names a slot, or enough say none that it cannot. */
 		beyond->accept = quorum_accept_positive;
@@ -484,8 +528,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		if (holder)
 		{
 			resetStringInfo(&record_value);
-			appendStringInfo(&record_value, "%s\t%s\t" INT64_FORMAT, token, holder,
-							 redlock_holder_now_us());
+			redlock_quorum_record_value(&record_value, token, holder);
 		}
 		for (int s = 0; s < nkeys; s++)
 		{
@@ -568,7 +611,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 			held_elsewhere = tallies[s].accepted < result->quorum &&
 				(layout.look == 1 ||
 				 redlock_held_by_one_client(mine, mine + count, count, result->quorum));
-			quorum_script_command(&undo[nundo++],
+			redlock_quorum_script_command(&undo[nundo++],
 								  held_elsewhere ? &quiet_release_script : &release_script,
 								  keys[s], token, announce, -1);
 		}
@@ -636,9 +679,9 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 	double		elapsed_ms;
 
 	for (int k = 0; k < n; k++)
-		quorum_result_init(set, &results[k]);
+		redlock_quorum_result_init(set, &results[k]);
 	for (int k = 0; k < n; k++)
-		quorum_script_command(&commands[k], &release_script, locks[k].key, locks[k].token,
+		redlock_quorum_script_command(&commands[k], &release_script, locks[k].key, locks[k].token,
 							  locks[k].announce, wait_all ? 0 : results[k].quorum);
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(n * count, 1));
 	redlock_nodes_run(set, commands, n, cleanup, outcomes);
@@ -692,9 +735,9 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 
 	for (int k = 0; k < n; k++)
 	{
-		quorum_result_init(set, &results[k]);
+		redlock_quorum_result_init(set, &results[k]);
 		snprintf(ttl_texts[k], sizeof(ttl_texts[k]), "%d", ttls_ms[k]);
-		quorum_script_command(&commands[k], &extend_script, locks[k].key, locks[k].token,
+		redlock_quorum_script_command(&commands[k], &extend_script, locks[k].key, locks[k].token,
 					   ttl_texts[k], results[k].quorum);
 	}
 

@@ -9,9 +9,12 @@
 #ifndef REDLOCK_QUORUM_H
 #define REDLOCK_QUORUM_H
 
+#include "lib/stringinfo.h"
+
 #include "redlock.h"
 
 extern void RedlockQuorumInit(void);
+extern void RedlockQuorumSetInit(void);
 extern void redlock_new_token(char *token);
 struct RedlockWaiter;			/* waiters.h */
 
@@ -32,5 +35,22 @@ extern void redlock_quorum_extend(RedlockNodeSet *set, const char *key, const ch
 extern void redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 									   const int *ttls_ms, int n, bool renewal,
 									   RedlockResult *results);
+
+extern void redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys,
+									   int nkeys, char *const *tokens, int ttl_ms,
+									   int wait_ms, const char *holder,
+									   struct RedlockWaiter *waiter, bool behind,
+									   RedlockResult *result);
+
+/* For quorumset.c, in this module's room. */
+extern void redlock_quorum_result_init(RedlockNodeSet *set, RedlockResult *result);
+extern void redlock_quorum_script_command(RedlockCommand *command, RedlockScript *script,
+										  const char *key, const char *token,
+										  const char *arg, int need);
+extern void redlock_quorum_look_commands(RedlockCommand *two, const char *key, int quorum);
+extern void redlock_quorum_record_value(StringInfo buf, const char *token,
+										const char *holder);
+extern void redlock_quorum_undo_command(RedlockCommand *command, bool quiet,
+										const char *key, const char *token);
 
 #endif							/* REDLOCK_QUORUM_H */

@@ -28,6 +28,8 @@
 #define REDLOCK_NODE_NAME_LEN		(REDLOCK_MAX_ADDR_LEN + 10)	/* "[host]:port" */
 #define REDLOCK_MAX_PERMITS			64		/* permits of one semaphore: its slots' SETs
 											 * go out in one round trip */
+#define REDLOCK_MAX_SET				64		/* resources of one set: one script sets
+											 * them all, in one round trip */
 
 /*
  * A semaphore of k permits is k exclusive locks, its slots: the resource's key followed

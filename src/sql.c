@@ -131,6 +131,20 @@ sql_report_worker_silent(const char *resource, const RedlockResult *result)
 				 errhint("Check that the worker runs: pg_stat_activity shows it with backend_type \"redlock auto-extend\".")));
 }
 
+/* Raises 08006 for an extension of resource that fewer than a quorum answered. */
+static void
+sql_report_extend_failed(const char *resource, const RedlockResult *result)
+{
+	sql_report_worker_silent(resource, result);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("could not extend lock on resource \"%s\": %d of %d Redis masters extended it and %d did not answer, %d needed",
+					resource, result->accepted, result->node_count, result->failed,
+					result->quorum),
+			 redlock_errdetail_nodes(result),
+			 errhint("The lock is kept with the validity the new TTL allows; its keys expire with their TTL.")));
+}
+
 /* The permits argument: 1..REDLOCK_MAX_PERMITS. */
 static int
 sql_arg_permits(FunctionCallInfo fcinfo, int argno)
@@ -178,6 +192,42 @@ sql_refuse_other_kind(const char *resource, int permits)
 }
 
 /*
+ * Raises what an acquire that failed means, or returns for a plain false: 55000 a
+ * semaphore's holder beyond its permits; 08006 fewer than a quorum answered; 55P03
+ * an unlimited wait that lock_timeout bounded ran out.  resource: the resource (a
+ * set's first); what: the words for it, 'resource "name"' or a set's.
+ */
+static void
+sql_report_not_acquired(const char *resource, const char *what, int permits,
+						const RedlockResult *r, bool bounded_by_lock_timeout, int wait_ms)
+{
+	RedlockResult result = *r;
+
+	if (result.beyond_slot > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("semaphore \"%s\" has a holder beyond its %d permits", resource, permits),
+				 errdetail("A quorum of the masters hold a slot past them, the lowest \"%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d\": another caller gives more permits for this resource, or holds a lock of that name.",
+						   resource, result.beyond_slot),
+				 errhint("Give every caller of a semaphore the same number of permits.")));
+	if (result.status == REDLOCK_UNAVAILABLE)
+	{
+		sql_report_worker_silent(resource, &result);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not acquire lock on %s: %d of %d Redis masters answered, %d needed",
+						what, result.answered, result.node_count, result.quorum),
+				 redlock_errdetail_nodes(&result)));
+	}
+	if (bounded_by_lock_timeout)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("canceling statement due to lock timeout"),
+				 errdetail("The lock on %s was still held elsewhere after %d ms.",
+						   what, wait_ms)));
+}
+
+/*
  * Shared by redlock_acquire, redlock_xact_acquire and their _permit forms: the
  * arguments from argument first on are ttl_ms and wait_ms; permits 0 takes a lock.
  */
@@ -214,28 +264,58 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
 		return true;
 	}
 
-	if (result.beyond_slot > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("semaphore \"%s\" has a holder beyond its %d permits", resource, permits),
-				 errdetail("A quorum of the masters hold a slot past them, the lowest \"%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d\": another caller gives more permits for this resource, or holds a lock of that name.",
-						   resource, result.beyond_slot),
-				 errhint("Give every caller of a semaphore the same number of permits.")));
-	if (result.status == REDLOCK_UNAVAILABLE)
+	sql_report_not_acquired(resource, psprintf("resource \"%s\"", resource), permits, &result,
+							bounded_by_lock_timeout, wait_ms);
+	return false;
+}
+
+/* The words for a set of resources in messages: 'resources "a", "b"'. */
+static char *
+sql_set_words(char **resources, int n)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "resources ");
+	for (int k = 0; k < n; k++)
+		appendStringInfo(&buf, "%s\"%s\"", k > 0 ? ", " : "", resources[k]);
+	return buf.data;
+}
+
+/*
+ * Shared by the set forms of redlock_acquire and redlock_xact_acquire (1.6):
+ * resources text[], ttl_ms, wait_ms.
+ */
+static bool
+sql_acquire_set(FunctionCallInfo fcinfo, RedlockScope scope)
+{
+	int			n;
+	char	  **resources = redlock_sqlarg_resources(fcinfo, 0, &n);
+	int			ttl_ms = sql_arg_ttl(fcinfo, 1, false, 0);
+	int			wait_ms = sql_arg_wait(fcinfo, 2);
+	bool		bounded_by_lock_timeout = false;
+	RedlockResult result;
+
+	redlock_sqlarg_refuse_parallel();
+	redlock_sqlarg_require_servers();
+	for (int k = 0; k < n; k++)
+		if (redlock_locktable_kind(resources[k]) >= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("resource \"%s\" is held by this session already", resources[k]),
+					 errdetail("A set is acquired whole, by one attempt with one token; a resource held already cannot join it."),
+					 errhint("Release it first, or acquire the set without it.")));
+	redlock_hooks_register();
+	if (wait_ms < 0 && LockTimeout > 0)
 	{
-		sql_report_worker_silent(resource, &result);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not acquire lock on resource \"%s\": %d of %d Redis masters answered, %d needed",
-						resource, result.answered, result.node_count, result.quorum),
-				 redlock_errdetail_nodes(&result)));
+		wait_ms = LockTimeout;
+		bounded_by_lock_timeout = true;
 	}
-	if (bounded_by_lock_timeout)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("canceling statement due to lock timeout"),
-				 errdetail("The lock on resource \"%s\" was still held elsewhere after %d ms.",
-						   resource, wait_ms)));
+	if (redlock_lockset_acquire((const char *const *) resources, n, scope, ttl_ms, wait_ms,
+								&result) == REDLOCK_HELD)
+		return true;
+	sql_report_not_acquired(resources[0], sql_set_words(resources, n), 0, &result,
+							bounded_by_lock_timeout, wait_ms);
 	return false;
 }
 
@@ -324,6 +404,125 @@ Datum
 redlock_xact_acquire_permit(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_XACT, sql_arg_permits(fcinfo, 1), 2));
+}
+
+/*
+ * redlock_acquire(resources text[], ttl_ms integer DEFAULT 30000, wait_ms integer
+ *		DEFAULT 0) RETURNS boolean (1.6)
+ *
+ * Takes session-scoped locks on every resource of a set, all or none (doc/sets.md):
+ * each attempt runs one script per master that sets every key of the set or none,
+ * and the set is held when a quorum of masters set all of them within the TTL (spec
+ * §3 for the set); a failed attempt is undone at once; retries as for redlock_acquire
+ * (spec §4).  Once held, each resource is a lock of its own: redlock_release and
+ * redlock_extend take one resource or the set, and redlock_fencing_token,
+ * redlock.auto_extend and the abort's release work on each as on any lock;
+ * redlock_locks() shows the set's number in set_id.  Two sets that share a resource
+ * exclude each other; sets that share none do not meet.
+ *
+ * Returns true when every resource was acquired, false when one is held elsewhere.
+ * Errors: those of redlock_acquire; 22004 NULL array or element; 22023 empty array,
+ * more than REDLOCK_MAX_SET (64) resources, a name empty, too long or given twice;
+ * 2202E more than one dimension; 55000 this session holds one of them already.
+ */
+PG_FUNCTION_INFO_V1(redlock_acquire_set);
+Datum
+redlock_acquire_set(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sql_acquire_set(fcinfo, REDLOCK_SCOPE_SESSION));
+}
+
+/*
+ * redlock_xact_acquire(resources text[], ttl_ms integer DEFAULT 30000, wait_ms integer
+ *		DEFAULT 0) RETURNS boolean (1.6)
+ *
+ * As redlock_acquire(text[]), but transaction-scoped, as redlock_xact_acquire: every
+ * resource of the set is released right after the transaction ends, and a commit
+ * after one's validity ran out fails with 55P03.  Same arguments, result and errors.
+ */
+PG_FUNCTION_INFO_V1(redlock_xact_acquire_set);
+Datum
+redlock_xact_acquire_set(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sql_acquire_set(fcinfo, REDLOCK_SCOPE_XACT));
+}
+
+/*
+ * redlock_release(resources text[]) RETURNS boolean (1.6)
+ *
+ * Drops one session-scoped hold on each resource; those left without a hold are
+ * deleted on the masters, all in one round (spec §5).
+ *
+ * Returns true when this session held every one; false with a WARNING for each it
+ * did not hold (the others are still released).  WARNINGs as redlock_release.
+ * Errors: those of the resources argument, as for redlock_acquire(text[]).
+ */
+PG_FUNCTION_INFO_V1(redlock_release_set);
+Datum
+redlock_release_set(PG_FUNCTION_ARGS)
+{
+	int			n;
+	char	  **resources = redlock_sqlarg_resources(fcinfo, 0, &n);
+	bool	   *not_held = palloc(sizeof(bool) * n);
+	bool		all_held = true;
+	RedlockReleaseInfo *infos;
+	int			released;
+
+	redlock_sqlarg_refuse_parallel();
+	released = redlock_lockset_release((const char *const *) resources, n, not_held, &infos);
+	for (int k = 0; k < n; k++)
+		if (not_held[k])
+		{
+			sql_warn_not_held(resources[k]);
+			all_held = false;
+		}
+	for (int k = 0; k < released; k++)
+		redlock_warn_release(&infos[k]);
+	PG_RETURN_BOOL(all_held);
+}
+
+/*
+ * redlock_extend(resources text[], ttl_ms integer DEFAULT NULL) RETURNS boolean (1.6)
+ *
+ * Sets a new TTL of ttl_ms milliseconds (NULL: each lock's TTL last set) on every
+ * resource, on the masters that still hold our token (spec §6): in one round, but
+ * for auto-extended locks, which the background worker extends one by one.
+ *
+ * Returns true when every lock was extended; false when one or more were lost (those
+ * are forgotten and let go of, the others kept), or with a WARNING for each resource
+ * this session does not hold (then nothing is extended).
+ * Errors: those of the resources argument; 22023 bad TTL; 25000 in a parallel worker;
+ * 08006 the answers cannot tell for one lock (kept, its validity cut).
+ */
+PG_FUNCTION_INFO_V1(redlock_extend_set);
+Datum
+redlock_extend_set(PG_FUNCTION_ARGS)
+{
+	int			n;
+	char	  **resources = redlock_sqlarg_resources(fcinfo, 0, &n);
+	int			ttl_ms = sql_arg_ttl(fcinfo, 1, true, 0);
+	bool	   *not_held = palloc(sizeof(bool) * n);
+	const char *resource;
+	RedlockResult result;
+
+	redlock_sqlarg_refuse_parallel();
+	switch (redlock_lockset_extend((const char *const *) resources, n, ttl_ms, not_held,
+								   &resource, &result))
+	{
+		case REDLOCK_NOT_HELD:
+			for (int k = 0; k < n; k++)
+				if (not_held[k])
+					sql_warn_not_held(resources[k]);
+			PG_RETURN_BOOL(false);
+		case REDLOCK_HELD:
+			PG_RETURN_BOOL(true);
+		case REDLOCK_FAILED:
+			sql_report_extend_failed(resource, &result);
+			break;
+		default:
+			break;
+	}
+	PG_RETURN_BOOL(false);
 }
 
 /*
@@ -429,14 +628,7 @@ redlock_extend(PG_FUNCTION_ARGS)
 		case REDLOCK_HELD:
 			PG_RETURN_BOOL(true);
 		case REDLOCK_FAILED:
-			sql_report_worker_silent(resource, &result);
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not extend lock on resource \"%s\": %d of %d Redis masters extended it and %d did not answer, %d needed",
-							resource, result.accepted, result.node_count, result.failed,
-							result.quorum),
-					 redlock_errdetail_nodes(&result),
-					 errhint("The lock is kept with the validity the new TTL allows; its keys expire with their TTL.")));
+			sql_report_extend_failed(resource, &result);
 			break;
 		default:
 			break;
@@ -528,7 +720,10 @@ redlock_release_all(PG_FUNCTION_ARGS)
  * validity_ms (remaining validity time, 0 once run out), nodes (masters that accepted
  * the last acquire or extend); from 1.3 also auto_extended (renewed by the background
  * worker), lost (the worker gave up on it), last_renewal (NULL before the first) and
- * renewals.  Fills as many columns as the installed SQL definition has (10 or 14).
+ * renewals; from 1.6 permits (a semaphore's permit: its permits; NULL for a lock) and
+ * set_id (locks acquired together by redlock_acquire(text[]) share it; NULL for a lock
+ * acquired alone).  Fills as many columns as the installed SQL definition has (10, 14
+ * or 16).
  * Raises nothing of its own.
  */
 PG_FUNCTION_INFO_V1(redlock_locks);
@@ -536,13 +731,15 @@ Datum
 redlock_locks(PG_FUNCTION_ARGS)
 {
 #define REDLOCK_LOCKS_COLS_1_0 10
-#define REDLOCK_LOCKS_COLS 14
+#define REDLOCK_LOCKS_COLS_1_3 14
+#define REDLOCK_LOCKS_COLS 16
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	RedlockLockInfo *locks;
 	int			n;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS &&
+		rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS_1_3 &&
 		rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS_1_0)
 		elog(ERROR, "incorrect number of output arguments");
 
@@ -568,6 +765,10 @@ redlock_locks(PG_FUNCTION_ARGS)
 		values[12] = TimestampTzGetDatum(lock->last_renewal);
 		nulls[12] = (lock->last_renewal == 0);
 		values[13] = Int64GetDatum(lock->renewals);
+		values[14] = Int32GetDatum(lock->permits);
+		nulls[14] = (lock->permits == 0);
+		values[15] = Int64GetDatum(lock->set_id);
+		nulls[15] = (lock->set_id == 0);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

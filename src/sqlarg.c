@@ -16,12 +16,32 @@
 #include "common/string.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "compat.h"
 #include "guc.h"
 #include "redlock.h"
 #include "sqlarg.h"
+
+/* A resource name from its text: not empty, at most REDLOCK_MAX_RESOURCE_LEN bytes. */
+static char *
+sqlarg_name(text *resource)
+{
+	int			len = VARSIZE_ANY_EXHDR(resource);
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("resource must not be empty")));
+	if (len > REDLOCK_MAX_RESOURCE_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("resource name is too long"),
+				 errdetail("The name is %d bytes long; the limit is %d bytes.",
+						   len, REDLOCK_MAX_RESOURCE_LEN)));
+	return text_to_cstring(resource);
+}
 
 /*
  * redlock_sqlarg_resource
@@ -35,7 +55,6 @@ char *
 redlock_sqlarg_resource(FunctionCallInfo fcinfo, int argno)
 {
 	text	   *resource;
-	int			len;
 
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
@@ -44,18 +63,61 @@ redlock_sqlarg_resource(FunctionCallInfo fcinfo, int argno)
 	if (get_fn_expr_argtype(fcinfo->flinfo, argno) == INT8OID)
 		return psprintf(INT64_FORMAT, PG_GETARG_INT64(argno));
 	resource = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(resource);
-	if (len == 0)
+	return sqlarg_name(resource);
+}
+
+/*
+ * redlock_sqlarg_resources
+ *		Returns argument argno of the SQL call, a text[], as the resource names of a set
+ *		(palloc'd, *n of them): a one-dimensional array of 1..REDLOCK_MAX_SET names,
+ *		each as for redlock_sqlarg_resource, none twice.
+ *		Errors: 22004 NULL array or element; 22023 empty array, more than
+ *		REDLOCK_MAX_SET names, a name empty, too long or given twice; 2202E more than
+ *		one dimension.
+ */
+char	  **
+redlock_sqlarg_resources(FunctionCallInfo fcinfo, int argno, int *n)
+{
+	ArrayType  *array;
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **names;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("resources must not be null")));
+	array = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("resources must be a one-dimensional array")));
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
+	if (*n == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("resource must not be empty")));
-	if (len > REDLOCK_MAX_RESOURCE_LEN)
+				 errmsg("resources must not be empty")));
+	if (*n > REDLOCK_MAX_SET)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("resource name is too long"),
-				 errdetail("The name is %d bytes long; the limit is %d bytes.",
-						   len, REDLOCK_MAX_RESOURCE_LEN)));
-	return text_to_cstring(resource);
+				 errmsg("a set may hold at most %d resources", REDLOCK_MAX_SET),
+				 errdetail("The set given has %d.", *n),
+				 errhint("One script sets a set's keys on each master; acquire a larger set in parts, always in the same order.")));
+	names = palloc(sizeof(char *) * *n);
+	for (int k = 0; k < *n; k++)
+	{
+		if (nulls[k])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("resources must not contain nulls")));
+		names[k] = sqlarg_name(DatumGetTextPP(elems[k]));
+		for (int j = 0; j < k; j++)
+			if (strcmp(names[j], names[k]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("resource \"%s\" appears more than once in the set", names[k])));
+	}
+	return names;
 }
 
 /*

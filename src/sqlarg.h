@@ -13,6 +13,7 @@
 #include "redlock.h"
 
 extern char *redlock_sqlarg_resource(FunctionCallInfo fcinfo, int argno);
+extern char **redlock_sqlarg_resources(FunctionCallInfo fcinfo, int argno, int *n);
 extern void redlock_sqlarg_require_servers(void);
 extern void redlock_sqlarg_refuse_parallel(void);
 extern bool redlock_sqlarg_resource_from_utf8(const char *name, Datum *out);

@@ -1,0 +1,251 @@
+/*-------------------------------------------------------------------------
+ *
+ * quorumset.c
+ *	  The Redlock protocol for a set of resources held all or nothing (doc/sets.md):
+ *	  one acquire attempt sets every key of the set, or none, on each master, with one
+ *	  script; the set is held when a quorum of masters set all of them (spec §3), and
+ *	  the retry loop around it (spec §4).
+ *
+ * Invariant: on each master the script sets all the set's keys or none of them, and a
+ * set is held only when a quorum of masters set all of them.  Every key of a held set
+ * is then an ordinary Redlock key held on a quorum, so a set excludes every other set
+ * or lock sharing a resource with it (two quorums meet), and holding part of a set is
+ * never the outcome of an attempt: a master has all of an attempt's keys or none.
+ * Release, extension and fencing act on each key as on a lock (quorum.c, fence.c).
+ *
+ * One room with quorum.c (doc/internals.md): the token, the holder record's value, the
+ * undo scripts and the retry policy are the lock's.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "call.h"
+#include "clock.h"
+#include "node.h"
+#include "nodeset.h"
+#include "quorum.h"
+#include "redlock.h"
+#include "retry.h"
+#include "stats.h"
+#include "tally.h"
+#include "validity.h"
+#include "waiters.h"
+
+/*
+ * Sets every key of ARGV[3] (the keys, each followed by a NUL byte, which no key
+ * holds) to the token ARGV[1] with the TTL ARGV[2] ms, and the holder record ARGV[4]
+ * (none when empty) beside each with SET NX, but only when none of the keys exists:
+ * 1 when set, 0 when one is held.  KEYS[1] is the set's first key.
+ */
+static RedlockScript set_acquire_script = {
+	.body = "local ks = {} "
+	"for k in string.gmatch(ARGV[3], \"[^%z]+\") do ks[#ks + 1] = k end "
+	"for i = 1, #ks do if redis.call(\"exists\", ks[i]) == 1 then return 0 end end "
+	"for i = 1, #ks do "
+	"redis.call(\"set\", ks[i], ARGV[1], \"px\", ARGV[2]) "
+	"if ARGV[4] ~= \"\" then "
+	"redis.pcall(\"set\", ks[i] .. \"\\255holder\", ARGV[4], \"nx\", \"px\", ARGV[2]) end "
+	"end return 1"
+};
+
+/*
+ * RedlockQuorumSetInit
+ *		Registers the set's acquire script with the connection layer, so that every
+ *		connection loads it in its handshake.  Called from RedlockQuorumInit.  Raises
+ *		ERROR (XX000) only if hashing fails.
+ */
+void
+RedlockQuorumSetInit(void)
+{
+	redlock_script_register(&set_acquire_script);
+}
+
+/*
+ * The masters' answers about one key of the set, as a lone SET NX of it would have
+ * given them (for retry.c's rules): OK where the key is free or ours, nil where another
+ * client holds it (its GET has a value and the script refused), failed where the
+ * master did not answer.  gets: count GET outcomes of the key.
+ */
+static void
+quorumset_key_view(const RedlockNodeOutcome *script, const RedlockNodeOutcome *gets,
+				   int count, RedlockNodeOutcome *view)
+{
+	for (int i = 0; i < count; i++)
+	{
+		view[i] = script[i];
+		if (script[i].kind != REDLOCK_REPLY_INTEGER)
+			continue;
+		view[i].kind = (script[i].integer == 0 && gets[i].kind == REDLOCK_REPLY_STRING)
+			? REDLOCK_REPLY_NIL : REDLOCK_REPLY_OK;
+	}
+}
+
+/*
+ * redlock_quorum_acquire_all
+ *		Acquires every key of a set on a quorum of set's masters, all or nothing (spec
+ *		§3 for the set; doc/sets.md), retrying while one is busy (spec §4).  Each
+ *		attempt is one script per master, in one round trip whatever nkeys is.
+ *
+ * set: the masters.  keys, nkeys: the set's Redis keys, 1..REDLOCK_MAX_SET, distinct.
+ * tokens: nkeys buffers of REDLOCK_TOKEN_LEN + 1 bytes (one per lock of the set); each
+ *		attempt's fresh token is written into every one before its script goes out, so
+ *		that each holds the token to undo if the caller is interrupted.
+ * ttl_ms, wait_ms, holder, waiter, behind: as for redlock_quorum_acquire_one_of; a
+ *		waiter waits on keys[0]'s release (the caller registered it).  When waiting,
+ *		each attempt also asks for each key's value and PTTL: the retry delay ends
+ *		when every key will have expired on a quorum of the masters that hold it.
+ * result: REDLOCK_OK with valid_until_ms (from the start of the attempt that won) and
+ *		the count of masters that set the whole set; REDLOCK_BUSY when the last attempt
+ *		found a key held elsewhere (or won too late to leave validity);
+ *		REDLOCK_UNAVAILABLE when fewer than a quorum answered it, with node_errors.
+ *
+ * A failed attempt is undone on every master at once, key by key (spec §3 step 5):
+ * a key held by one other client on a quorum quietly, others with an announcement.
+ * Raises what an interrupted wait raises (57014), and XX000 if the strong random
+ * source fails.
+ */
+void
+redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys, int nkeys,
+						   char *const *tokens, int ttl_ms, int wait_ms, const char *holder,
+						   RedlockWaiter *waiter, bool behind, RedlockResult *result)
+{
+	bool		look = wait_ms != 0;
+	int			ncommands = 1 + (look ? 2 * nkeys : 0);
+	RedlockCommand *commands = palloc0(sizeof(RedlockCommand) * ncommands);
+	RedlockCommand *undo = palloc0(sizeof(RedlockCommand) * nkeys);
+	RedlockNodeOutcome *outcomes;
+	RedlockNodeOutcome *view;
+	StringInfoData joined;
+	StringInfoData record;
+	char		ttl_text[16];
+	double		deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
+	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
+	int			count;
+
+	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_SET);
+	redlock_quorum_result_init(set, result);
+	count = result->node_count;
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * ncommands);
+	view = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1));
+	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
+	initStringInfo(&joined);
+	for (int k = 0; k < nkeys; k++)
+	{
+		appendStringInfoString(&joined, keys[k]);
+		appendStringInfoChar(&joined, '\0');
+	}
+	initStringInfo(&record);
+
+	/* The script: KEYS[1], then token, TTL, the keys and the record (filled below). */
+	redlock_quorum_script_command(&commands[0], &set_acquire_script, keys[0], "", ttl_text,
+								  result->quorum);
+	commands[0].argv[commands[0].argc] = joined.data;
+	commands[0].argvlen[commands[0].argc++] = joined.len;
+	commands[0].argc++;			/* the record, per attempt */
+	for (int k = 0; look && k < nkeys; k++)
+		redlock_quorum_look_commands(&commands[1 + 2 * k], keys[k], result->quorum);
+
+	if (waiter && behind && look)
+	{
+		RedlockWakeCount now_seen;
+
+		redlock_waiters_read(waiter, &now_seen);
+		redlock_retry_sleep(0, deadline_ms, -1, waiter, &now_seen);
+	}
+
+	for (;;)
+	{
+		RedlockWakeCount seen = {0, 0};
+		double		start_ms;
+		double		free_in = 0;
+		int			nundo = 0;
+		bool		won;
+
+		if (waiter)
+			redlock_waiters_read(waiter, &seen);
+		redlock_new_token(tokens[0]);
+		for (int k = 1; k < nkeys; k++)
+			memcpy(tokens[k], tokens[0], REDLOCK_TOKEN_LEN + 1);
+		resetStringInfo(&record);
+		if (holder)
+			redlock_quorum_record_value(&record, tokens[0], holder);
+		commands[0].argv[1] = tokens[0];
+		commands[0].argvlen[1] = REDLOCK_TOKEN_LEN;
+		commands[0].argv[4] = record.data;
+		commands[0].argvlen[4] = record.len;
+
+		start_ms = redlock_clock_ms();
+		result->attempts++;
+		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
+		if (waiter)
+			redlock_waiters_count_attempt(waiter);
+		redlock_nodes_run(set, commands, ncommands, false, outcomes);
+		result->elapsed_ms = redlock_clock_ms() - start_ms;
+
+		/* Spec §3 steps 3 and 4 for the set: a quorum set all, and validity is left. */
+		redlock_tally_round(outcomes, redlock_tally_one, redlock_tally_integer, NULL, result);
+		won = result->accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0;
+		if (result->node_errors)	/* an earlier attempt's */
+			pfree(result->node_errors);
+		result->node_errors = NULL;
+		if (!won)
+		{
+			result->status = result->answered < result->quorum
+				? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
+			if (result->status == REDLOCK_UNAVAILABLE)
+				result->node_errors = redlock_node_errors(set, outcomes, count);
+		}
+
+		/*
+		 * Spec §3 step 5: undo every key where the script may have set it (it did, or
+		 * its master did not answer); a key another client holds on a quorum quietly,
+		 * since waking its waiters would only have them refused again.  The wait ends
+		 * when every key is free on a quorum (the slowest key's time), or is unknown.
+		 */
+		for (int k = 0; k < nkeys && !won; k++)
+		{
+			bool		held_elsewhere = result->accepted < result->quorum;
+
+			if (look)
+			{
+				const RedlockNodeOutcome *gets = outcomes + (1 + 2 * k) * count;
+				double		free_k;
+
+				quorumset_key_view(outcomes, gets, count, view);
+				held_elsewhere = held_elsewhere &&
+					redlock_held_by_one_client(view, gets, count, result->quorum);
+				free_k = redlock_free_in_ms(view, gets + count, count, result->quorum);
+				free_in = (free_in < 0 || free_k < 0) ? -1 : Max(free_in, free_k);
+			}
+			if (result->accepted > 0 || result->answered < count)
+				redlock_quorum_undo_command(&undo[nundo++], held_elsewhere, keys[k],
+											tokens[k]);
+		}
+		if (nundo > 0)
+			redlock_nodes_run(set, undo, nundo, false, outcomes);
+
+		if (won)
+		{
+			result->status = REDLOCK_OK;
+			result->valid_until_ms = start_ms + ttl_ms - drift_ms;
+			redlock_stats_count(REDLOCK_STAT_ACQUIRED);
+			redlock_stats_acquire_latency(result->elapsed_ms);
+			break;
+		}
+		redlock_stats_count(result->status == REDLOCK_UNAVAILABLE
+							? REDLOCK_STAT_UNAVAILABLE : REDLOCK_STAT_BUSY);
+		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
+			break;
+		redlock_retry_sleep(result->elapsed_ms, deadline_ms, look ? free_in : -1, waiter,
+							&seen);
+	}
+	pfree(record.data);
+	pfree(joined.data);
+	pfree(view);
+	pfree(outcomes);
+	pfree(undo);
+	pfree(commands);
+}
