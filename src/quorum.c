@@ -653,10 +653,24 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	}
 }
 
+/* qsort comparator: indexes into quorum_sort_locks by token, then by index. */
+static const RedlockKeyToken *quorum_sort_locks;
+
+static int
+quorum_compare_by_token(const void *a, const void *b)
+{
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+	int			c = strcmp(quorum_sort_locks[x].token, quorum_sort_locks[y].token);
+
+	return c != 0 ? c : (x > y) - (x < y);
+}
+
 /*
  * redlock_quorum_release_many
  *		Runs the release script for n locks on every master of set, all in one round
- *		with one deadline per master (spec §5).
+ *		with one deadline per master (spec §5).  Locks that share a token (a set's,
+ *		quorumset.c) go in one script per master, up to REDLOCK_RELEASE_GROUP of them.
  *
  * set: the masters the locks were taken on.  locks, n: their keys and tokens (n >= 1).
  * wait_all: wait for every master (within its deadline) rather than only until each
@@ -673,25 +687,72 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 							bool wait_all, bool cleanup, RedlockResult *results)
 {
 	RedlockCommand *commands = palloc(sizeof(RedlockCommand) * n);
+	int		   *order = palloc(sizeof(int) * n);
+	int		   *command_of = palloc(sizeof(int) * n);	/* per lock */
+	int		   *place = palloc(sizeof(int) * n);	/* its place in its command */
+	const char **group_keys = palloc(sizeof(char *) * n);
+	StringInfoData *joined = palloc(sizeof(StringInfoData) * n);
 	RedlockNodeOutcome *outcomes;
 	int			count = redlock_nodeset_size(set);
+	int			ncommands = 0;
 	double		start_ms = redlock_clock_ms();
 	double		elapsed_ms;
 
 	for (int k = 0; k < n; k++)
+	{
 		redlock_quorum_result_init(set, &results[k]);
-	for (int k = 0; k < n; k++)
-		redlock_quorum_script_command(&commands[k], &release_script, locks[k].key, locks[k].token,
-							  locks[k].announce, wait_all ? 0 : results[k].quorum);
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(n * count, 1));
-	redlock_nodes_run(set, commands, n, cleanup, outcomes);
+		order[k] = k;
+	}
+	quorum_sort_locks = locks;
+	qsort(order, n, sizeof(int), quorum_compare_by_token);
+
+	/* Runs of one token with no announcement go together; the others alone. */
+	for (int i = 0; i < n;)
+	{
+		const RedlockKeyToken *first = &locks[order[i]];
+		int			run = 1;
+		int			need = wait_all ? 0 : results[order[i]].quorum;
+
+		while (i + run < n && run < REDLOCK_RELEASE_GROUP && first->announce == NULL &&
+			   locks[order[i + run]].announce == NULL &&
+			   strcmp(locks[order[i + run]].token, first->token) == 0)
+			run++;
+		for (int j = 0; j < run; j++)
+		{
+			command_of[order[i + j]] = ncommands;
+			place[order[i + j]] = j;
+			group_keys[j] = locks[order[i + j]].key;
+		}
+		joined[ncommands].data = NULL;
+		if (run == 1)
+			redlock_quorum_script_command(&commands[ncommands], &release_script, first->key,
+										  first->token, first->announce, need);
+		else
+		{
+			initStringInfo(&joined[ncommands]);
+			redlock_quorumset_release_command(&commands[ncommands], group_keys, run,
+											  first->token, &joined[ncommands], need);
+		}
+		ncommands++;
+		i += run;
+	}
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(ncommands * count, 1));
+	redlock_nodes_run(set, commands, ncommands, cleanup, outcomes);
 	elapsed_ms = redlock_clock_ms() - start_ms;
 
 	for (int k = 0; k < n; k++)
 	{
 		RedlockResult *result = &results[k];
-		RedlockNodeOutcome *mine = &outcomes[k * count];
+		RedlockNodeOutcome *theirs = &outcomes[command_of[k] * count];
+		RedlockNodeOutcome mine[REDLOCK_MAX_NODES];
 
+		for (int i = 0; i < count; i++)
+		{
+			if (joined[command_of[k]].data)
+				redlock_quorumset_release_outcome(&theirs[i], place[k], &mine[i]);
+			else
+				mine[i] = theirs[i];
+		}
 		result->elapsed_ms = elapsed_ms;
 		quorum_debug_outcomes(set, "release", locks[k].key, mine, count, elapsed_ms);
 		redlock_stats_count(REDLOCK_STAT_RELEASED);
@@ -699,7 +760,15 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 		result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 		result->node_errors = redlock_node_errors(set, mine, count);
 	}
+	for (int c = 0; c < ncommands; c++)
+		if (joined[c].data)
+			pfree(joined[c].data);
 	pfree(outcomes);
+	pfree(joined);
+	pfree(group_keys);
+	pfree(place);
+	pfree(command_of);
+	pfree(order);
 	pfree(commands);
 }
 

@@ -42,6 +42,13 @@ extern void redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *k
 									   struct RedlockWaiter *waiter, bool behind,
 									   RedlockResult *result);
 
+extern void redlock_quorumset_release_command(RedlockCommand *command,
+											  const char *const *keys, int n,
+											  const char *token, StringInfo joined,
+											  int need);
+extern void redlock_quorumset_release_outcome(const RedlockNodeOutcome *reply, int k,
+											  RedlockNodeOutcome *outcome);
+
 /* For quorumset.c, in this module's room. */
 extern void redlock_quorum_result_init(RedlockNodeSet *set, RedlockResult *result);
 extern void redlock_quorum_script_command(RedlockCommand *command, RedlockScript *script,

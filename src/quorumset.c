@@ -43,7 +43,7 @@
 static RedlockScript set_acquire_script = {
 	.body = "local ks = {} "
 	"for k in string.gmatch(ARGV[3], \"[^%z]+\") do ks[#ks + 1] = k end "
-	"for i = 1, #ks do if redis.call(\"exists\", ks[i]) == 1 then return 0 end end "
+	"if redis.call(\"exists\", unpack(ks)) > 0 then return 0 end "
 	"for i = 1, #ks do "
 	"redis.call(\"set\", ks[i], ARGV[1], \"px\", ARGV[2]) "
 	"if ARGV[4] ~= \"\" then "
@@ -52,8 +52,87 @@ static RedlockScript set_acquire_script = {
 };
 
 /*
+ * Spec §5 for the locks of a set, in one script: deletes each key of ARGV[2] (each
+ * followed by a NUL byte) that still holds the token ARGV[1], with its holder record,
+ * announcing each on its own release channel, as the lock's release script does
+ * (quorum.c), stray records of our token included; in a few calls whatever the count
+ * (MGET, DEL, DEL), since each call from a script costs about a microsecond.  Returns
+ * a bit mask of the keys it did not delete (bit k for the k-th key), so 0 when it
+ * deleted every one; at most REDLOCK_RELEASE_GROUP keys, so that the mask stays exact
+ * in a Lua number.
+ */
+static RedlockScript set_release_script = {
+	.body = "local ks = {} "
+	"for k in string.gmatch(ARGV[2], \"[^%z]+\") do ks[#ks + 1] = k end "
+	"local vs = redis.call(\"mget\", unpack(ks)) "
+	"local d, r, m, b = {}, {}, 0, 1 "
+	"for i = 1, #ks do "
+	"local h = ks[i] .. \"\\255holder\" "
+	"if vs[i] == ARGV[1] then d[#d + 1] = ks[i] r[#r + 1] = h "
+	"else "
+	"local v = redis.pcall(\"get\", h) "
+	"if type(v) == \"string\" and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. \"\\t\" "
+	"then redis.pcall(\"del\", h) end "
+	"m = m + b end "
+	"b = b * 2 end "
+	"if #d > 0 then "
+	"redis.call(\"del\", unpack(d)) redis.pcall(\"del\", unpack(r)) "
+	"for i = 1, #d do "
+	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. d[i], d[i]) end "
+	"end return m",
+	.redeliver = true
+};
+
+/* A set release reply that deleted every key. */
+static bool
+quorumset_accept_all_deleted(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 0;
+}
+
+/*
+ * redlock_quorumset_release_command
+ *		Fills command with the release of n locks that share token (a set's, spec §5):
+ *		one script per master for all of them, decided once need masters deleted every
+ *		key (-1: nobody waits; 0: every master).  keys: n keys, 2..REDLOCK_RELEASE_GROUP;
+ *		joined: an empty buffer, which keeps the keys' argument (free it after the
+ *		call).  Read each lock's outcome with redlock_quorumset_release_outcome.  Raises
+ *		only out-of-memory errors.
+ */
+void
+redlock_quorumset_release_command(RedlockCommand *command, const char *const *keys, int n,
+								  const char *token, StringInfo joined, int need)
+{
+	Assert(n >= 1 && n <= REDLOCK_RELEASE_GROUP);
+	for (int k = 0; k < n; k++)
+	{
+		appendStringInfoString(joined, keys[k]);
+		appendStringInfoChar(joined, '\0');
+	}
+	redlock_quorum_script_command(command, &set_release_script, keys[0], token, NULL, need);
+	command->accept = quorumset_accept_all_deleted;
+	command->argv[command->argc] = joined->data;
+	command->argvlen[command->argc++] = joined->len;
+}
+
+/*
+ * redlock_quorumset_release_outcome
+ *		The outcome, on one master, of the k-th lock of a set release's command (its
+ *		reply there, reply): the integer 1 where the key was deleted, 0 where not, as
+ *		the lock's release script answers; a failure as it is.  Raises nothing.
+ */
+void
+redlock_quorumset_release_outcome(const RedlockNodeOutcome *reply, int k,
+								  RedlockNodeOutcome *outcome)
+{
+	*outcome = *reply;
+	if (reply->kind == REDLOCK_REPLY_INTEGER)
+		outcome->integer = ((reply->integer >> k) & 1) ? 0 : 1;
+}
+
+/*
  * RedlockQuorumSetInit
- *		Registers the set's acquire script with the connection layer, so that every
+ *		Registers the set's acquire and release scripts with the connection layer, so that every
  *		connection loads it in its handshake.  Called from RedlockQuorumInit.  Raises
  *		ERROR (XX000) only if hashing fails.
  */
@@ -61,6 +140,7 @@ void
 RedlockQuorumSetInit(void)
 {
 	redlock_script_register(&set_acquire_script);
+	redlock_script_register(&set_release_script);
 }
 
 /*

@@ -30,6 +30,8 @@
 											 * go out in one round trip */
 #define REDLOCK_MAX_SET				64		/* resources of one set: one script sets
 											 * them all, in one round trip */
+#define REDLOCK_RELEASE_GROUP		52		/* locks sharing a token released by one
+											 * script: a bit each in a Lua number */
 
 /*
  * A semaphore of k permits is k exclusive locks, its slots: the resource's key followed
