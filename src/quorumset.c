@@ -208,7 +208,8 @@ redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys, int nke
 	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_SET);
 	redlock_quorum_result_init(set, result);
 	count = result->node_count;
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * ncommands);
+	/* Room for an attempt's outcomes, and for its undo's (one command per key). */
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * Max(ncommands, nkeys));
 	view = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1));
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
 	initStringInfo(&joined);
