@@ -23,7 +23,7 @@
 # Here: node_conf, setup, set_servers, the delay proxies, run_scenario and run, the psql
 # clients of the long jobs.  The other parts, one job a file:
 #   Checker/Scenarios.pm  the scenarios: each one's run() options (scenario, lease_scenarios,
-#                         permit_scenarios)
+#                         permit_scenarios, set_scenarios)
 #   Checker/Schedules.pm  the fault schedules the scenarios share
 #   Checker/Faults.pm     the fault injector a schedule drives (Checker::Faults)
 #   Checker/Report.pm     a run's figures, their description and tables, and the
@@ -51,7 +51,7 @@ use Checker::Report qw(check_fence check_permits check_run describe fence_table_
   fence_table_line job_table_header job_table_line permit_table_header permit_table_line
   table_header table_line _fence_figures _job_figures _lease_figures _permit_figures _rows
   _state_windows);
-use Checker::Scenarios qw(lease_scenarios permit_scenarios scenario);
+use Checker::Scenarios qw(lease_scenarios permit_scenarios scenario set_scenarios);
 
 my $DIR = File::Spec->rel2abs(dirname(__FILE__));
 my @all_proxies;
@@ -438,6 +438,9 @@ sub _start_lease_clients
 #   fence ('fenced' or 'unfenced'): each holder takes its fencing token and writes it to
 #   checker_fence at the end of its work, with or without the fence condition (see
 #   checker.sql and _fence_figures).
+#   sets (1): each attempt takes a set of two resources, all or nothing, with
+#   redlock_acquire(text[]) (checker_set_attempt in checker.sql), and claims the guard of
+#   each: a guard already held is a violation.
 #   permits (k): the resources are semaphores of k permits, taken with
 #   redlock_acquire_permit (checker_permit_attempt in checker.sql): each holder claims
 #   by counting the others inside (k or more: a violation; another holder of its slot:
@@ -504,6 +507,13 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 	elsif ($permits)
 	{
 		$text .= "CALL checker_permit_attempt('$prefix' || :r, $permits, $ttl, $wait, $work);\n";
+	}
+	elsif ($o{sets})
+	{
+		# A second resource, another than :r, both from 1..resources.
+		$text .= "\\set s random(1, $resources - 1)\n"
+		  . "\\set s case when :s >= :r then :s + 1 else :s end\n"
+		  . "CALL checker_set_attempt('$prefix', :r, :s, $ttl, $wait, $work);\n";
 	}
 	else
 	{
@@ -607,6 +617,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		expect_min_nodes => $o{expect_min_nodes},
 		fence => $fence,
 		permits => $permits,
+		sets => $o{sets},
 		expect_inversions => $o{expect_inversions} // 0,
 		skew_callers_ms => $o{skew_callers_ms} // 0,
 		expect_stale_landed => $o{expect_stale_landed} // 0,

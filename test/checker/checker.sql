@@ -11,7 +11,8 @@
 --   4. give the guard back (WHERE holder = pg_backend_pid(), again exactly one row), then
 --      redlock_release.
 -- A semaphore's permits (redlock_acquire_permit) are proved by counting instead: see
--- checker_permit_attempt at the end.
+-- checker_permit_attempt.  A set of two resources (redlock_acquire(text[])) claims the
+-- guard of each: see checker_set_attempt at the end.
 -- Every violation is a row in checker_violations (time, resource, who, what, and the other
 -- holder's pid, claim time and validity).  Every attempt is a row in checker_attempts
 -- (times, outcome acquired/busy/error, SQLSTATE), from which the figures are computed.
@@ -39,6 +40,7 @@ DROP PROCEDURE IF EXISTS checker_permit_unclaim(text, timestamptz, integer, inte
 DROP PROCEDURE IF EXISTS checker_permit_job(text, integer, integer, integer, integer, integer,
 	integer);
 DROP PROCEDURE IF EXISTS checker_permit_job_end(text, text);
+DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer);
 DROP TABLE IF EXISTS checker_guard, checker_attempts, checker_violations, checker_holds,
 	checker_jobs, checker_writes, checker_losses, checker_fence, checker_permit_claims;
 
@@ -1006,4 +1008,91 @@ BEGIN
 	DELETE FROM checker_jobs WHERE pid = pg_backend_pid();
 	COMMIT;
 END
+$$;
+
+-- A set of two resources, all or nothing (redlock_acquire(text[]), 1.6): one pgbench
+-- transaction is CALL checker_set_attempt(prefix, a, b, ttl_ms, wait_ms, work_ms), the
+-- resources prefix || a and prefix || b (a <> b).  The holder of the set claims the guard
+-- of each in one committed transaction; a guard already held (by a set or lock sharing
+-- that resource) is a violation, one row per guard.  Sets that share no resource claim
+-- different guards and may be inside at once.  The attempt's row names both resources.
+CREATE PROCEDURE checker_set_attempt(p_prefix text, p_a integer, p_b integer,
+									 p_ttl_ms integer, p_wait_ms integer, p_work_ms integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	t_start timestamptz := clock_timestamp();
+	t_acq timestamptz;
+	set_of text[] := ARRAY[p_prefix || p_a, p_prefix || p_b];
+	name text := p_prefix || p_a || '+' || p_b;
+	got boolean;
+	st text;
+	msg text;
+	det text;
+	n integer;
+	v_nodes integer;
+	v_validity integer;
+	v_until timestamptz;
+	rel boolean;
+	g checker_guard;
+BEGIN
+	BEGIN
+		got := redlock_acquire(set_of, p_ttl_ms, p_wait_ms);
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message)
+		VALUES (pg_backend_pid(), name, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''));
+		COMMIT;
+		RETURN;
+	END;
+	t_acq := clock_timestamp();
+	IF NOT got THEN
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome)
+		VALUES (pg_backend_pid(), name, t_start, t_acq, 'busy');
+		COMMIT;
+		RETURN;
+	END IF;
+	-- The set's validity: its shortest lock's.
+	SELECT min(l.nodes), min(l.validity_ms), min(l.valid_until) INTO v_nodes, v_validity, v_until
+	FROM redlock_locks() l WHERE l.resource = ANY (set_of);
+	COMMIT;
+
+	-- Claim both guards, committed at once: each must have been free.
+	FOR g IN SELECT * FROM checker_guard WHERE resource = ANY (set_of) ORDER BY resource
+		FOR UPDATE
+	LOOP
+		IF g.holder IS NOT NULL THEN
+			INSERT INTO checker_violations
+			VALUES (clock_timestamp(), g.resource, pg_backend_pid(), 'claim', g.holder, g.since,
+					g.valid_until, t_acq, v_nodes, v_validity);
+		END IF;
+	END LOOP;
+	UPDATE checker_guard SET holder = pg_backend_pid(), since = clock_timestamp(),
+		valid_until = v_until
+	WHERE resource = ANY (set_of) AND holder IS NULL;
+	COMMIT;
+
+	PERFORM pg_sleep(p_work_ms / 1000.0);
+
+	-- Give back the guards still ours; one taken over meanwhile is a violation too.
+	UPDATE checker_guard SET holder = NULL, since = NULL, valid_until = NULL
+	WHERE resource = ANY (set_of) AND holder = pg_backend_pid();
+	GET DIAGNOSTICS n = ROW_COUNT;
+	IF n <> 2 THEN
+		INSERT INTO checker_violations (at, resource, pid, what, acquired_at, nodes, validity_ms)
+		VALUES (clock_timestamp(), name, pg_backend_pid(), 'unclaim', t_acq, v_nodes, v_validity);
+	END IF;
+	COMMIT;
+	BEGIN
+		rel := redlock_release(set_of);
+	EXCEPTION WHEN OTHERS THEN
+		rel := NULL;
+	END;
+	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, nodes, validity_ms, overran,
+								  released)
+	VALUES (pg_backend_pid(), name, t_start, t_acq, 'acquired', v_nodes, v_validity,
+			clock_timestamp() > v_until, rel);
+	COMMIT;
+END;
 $$;

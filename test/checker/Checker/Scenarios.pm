@@ -4,8 +4,9 @@
 #   my %o = Checker::scenario('sigstop');    # (name => 'sigstop', desc => ..., faults => ...)
 #   my @names = Checker::lease_scenarios();  # issue 21's scenarios and their controls
 #   my @names = Checker::permit_scenarios(); # the semaphores' (1.5) and their controls
+#   my @names = Checker::set_scenarios();    # the sets' (1.6) and their controls
 #
-# Checker.pm imports scenario, lease_scenarios and permit_scenarios: callers name them
+# Checker.pm imports scenario, lease_scenarios, permit_scenarios and set_scenarios: callers name them
 # Checker::...
 
 package Checker::Scenarios;
@@ -20,7 +21,7 @@ use Checker::Schedules qw(_all_restart_delayed _delayed_out _extend_faults _fast
   _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
-our @EXPORT_OK = qw(lease_scenarios permit_scenarios scenario);
+our @EXPORT_OK = qw(lease_scenarios permit_scenarios scenario set_scenarios);
 
 # ---- scenarios ----
 #
@@ -50,6 +51,15 @@ my $FAST_CLOCK_RUN = {
 my $PERMITS_RUN = {
 	permits => 3,
 	resources => 2,
+	work_ms => 20,
+};
+
+# The set runs (redlock_acquire(text[]), 1.6): 16 clients each take a set of two of 6
+# resources, 20 ms of work: sets that share a resource exclude each other, others are
+# inside at once.
+my $SETS_RUN = {
+	sets => 1,
+	resources => 6,
 	work_ms => 20,
 };
 
@@ -520,6 +530,67 @@ my %SCENARIOS = (
 		expect_violations => 1,
 		faults => sub { _majority_restart(@_) },
 	},
+	# ---- sets of resources: redlock_acquire(text[]) (1.6) ----
+	# Each holder of a set of two claims the guard of each resource (checker_set_attempt
+	# in checker.sql): a guard held already is a violation; the faults are those of the
+	# lock scenarios of the same name.
+
+	'sets-plain' => {
+		desc => 'no fault; sets of 2 of 6 resources',
+		masters => 'plain',
+		%{ $SETS_RUN },
+	},
+	'sets-kill' => {
+		desc => 'the faults of kill-minority-delayed on sets of 2 of 6 resources: kill -9 of'
+		  . ' 1 or 2 masters (rolling), each kept down 1.2 x TTL + 0.3 s, no persistence',
+		masters => 'plain',
+		%{ $SETS_RUN },
+		faults => sub { $SCENARIOS_REF->{'kill-minority-delayed'}{faults}->(@_) },
+	},
+	'sets-sigstop' => {
+		desc => 'the faults of sigstop on sets of 2 of 6 resources: SIGSTOP of 1 or 2'
+		  . ' masters for 0.2-1 s, then SIGCONT (the queued set scripts run late)',
+		masters => 'plain',
+		%{ $SETS_RUN },
+		faults => sub { $SCENARIOS_REF->{'sigstop'}{faults}->(@_) },
+	},
+	'sets-latency' => {
+		desc => 'the faults of latency on sets of 2 of 6 resources: delay proxies in front'
+		  . ' of 3 masters, 1-15 ms, 10-40 ms, 30-60 ms each way',
+		masters => 'plain',
+		proxies => 3,
+		%{ $SETS_RUN },
+		faults => sub { $SCENARIOS_REF->{'latency'}{faults}->(@_) },
+	},
+	'sets-majority-restart-aof' => {
+		desc => 'the faults of kill-majority-aof on sets of 2 of 6 resources: kill -9 of 3'
+		  . ' of 5 masters restarted at once while sets are held, appendfsync always',
+		masters => 'aof',
+		%{ $SETS_RUN },
+		ttl_ms => 10000,
+		work_ms => 1000,
+		faults => sub { _majority_restart(@_) },
+	},
+	'unsafe-sets-short-ttl' => {
+		desc => 'NEGATIVE CONTROL: sets of a TTL of 20 ms, shorter than the 60 ms critical'
+		  . ' section (unsafe-short-ttl on sets of 2 of 6 resources)',
+		masters => 'plain',
+		%{ $SETS_RUN },
+		ttl_ms => 20,
+		work_ms => 60,
+		expect_violations => 1,
+	},
+	'unsafe-sets-majority-restart' => {
+		desc => 'NEGATIVE CONTROL: kill -9 of 3 of 5 masters restarted at once without'
+		  . ' persistence while sets are held (unsafe-majority-restart on sets of 2 of 6'
+		  . ' resources)',
+		masters => 'plain',
+		%{ $SETS_RUN },
+		ttl_ms => 10000,
+		work_ms => 3000,
+		expect_violations => 1,
+		faults => sub { _majority_restart(@_) },
+	},
 	'permits-auto-extend' => {
 		desc => 'auto-extended permits (TTL 3 s) of 2 semaphores of 3 permits held by jobs of'
 		  . ' 6 s (3 transactions of 4 writes 500 ms apart), no cancel swallowed; the faults'
@@ -664,6 +735,13 @@ sub permit_scenarios
 	return qw(permits-plain permits-kill permits-sigstop permits-latency
 	  permits-majority-restart-aof unsafe-permits-short-ttl unsafe-permits-majority-restart
 	  permits-auto-extend);
+}
+
+# The names of the set scenarios and their controls, in run order.
+sub set_scenarios
+{
+	return qw(sets-plain sets-kill sets-sigstop sets-latency sets-majority-restart-aof
+	  unsafe-sets-short-ttl unsafe-sets-majority-restart);
 }
 
 # The names of the issue 21 scenarios and their controls, in run order.
