@@ -1,5 +1,6 @@
 # PgBouncer (Debian's) in front of a cluster, in transaction and in session pooling:
-# - transaction pooling: redlock_xact_acquire (and redlock_xact_acquire_permit) works
+# - transaction pooling: redlock_xact_acquire (and redlock_xact_acquire_permit, and the
+#   set form redlock_xact_acquire(text[])) works
 #   through it (two clients exclude each other, the commit releases);
 # - transaction pooling: a session lock is a hazard, shown: it stays with the server
 #   backend after its client disconnects, and the next client that gets that backend
@@ -85,6 +86,17 @@ is($out, 'f', '... the only permit: another client through the pool is refused')
 is($redis->holding('bounced-permit#1', 5), 5, '... its slot is on all 5 masters');
 sql($a, 'COMMIT');
 is($redis->holding('bounced-permit#1', 0), 0, '... the commit releases it');
+
+# A set of resources (1.6), transaction-scoped: all or nothing, through the pool.
+sql($a, 'BEGIN');
+($out) = sql($a, "SELECT redlock_xact_acquire(ARRAY['bounced-set-1', 'bounced-set-2'], 30000)");
+is($out, 't', 'transaction pooling: redlock_xact_acquire(text[]) in a transaction');
+($out) = sql($b, "SELECT redlock_xact_acquire(ARRAY['bounced-set-2', 'bounced-set-3'], 30000)");
+is($out, 'f', '... a set sharing a resource, through the pool, is refused');
+is($redis->holding('bounced-set-3', 0), 0, '... and sets nothing');
+is($redis->holding("bounced-set-$_", 5), 5, "... bounced-set-$_ is on all 5 masters") for 1, 2;
+sql($a, 'COMMIT');
+is($redis->holding("bounced-set-$_", 0), 0, "... the commit releases bounced-set-$_") for 1, 2;
 $a->quit;
 $b->quit;
 
