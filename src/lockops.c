@@ -18,8 +18,6 @@
  */
 #include "postgres.h"
 
-#include "utils/timestamp.h"
-
 #include "clock.h"
 #include "fence.h"
 #include "guc.h"
@@ -198,14 +196,7 @@ redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int 
 		return REDLOCK_FAILED;
 	}
 	redlock_locktable_take_slot(lock, keys, slot);
-	lock->acquired = true;
-	lock->ttl_ms = ttl_ms;
-	lock->nodes = result->accepted;
-	lock->valid_until_ms = result->valid_until_ms;
-	lock->acquired_at = GetCurrentTimestamp();
-	if (lock->reg.index >= 0)
-		redlock_registry_activate(&lock->reg, lock->key, lock->token, ttl_ms,
-								  result->valid_until_ms);
+	redlock_locktable_acquired(lock, ttl_ms, result);
 	return REDLOCK_HELD;
 }
 

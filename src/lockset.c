@@ -22,8 +22,6 @@
  */
 #include "postgres.h"
 
-#include "utils/timestamp.h"
-
 #include "guc.h"
 #include "holder.h"
 #include "lockops.h"
@@ -113,14 +111,7 @@ redlock_lockset_acquire(const char *const *resources, int n, RedlockScope scope,
 			redlock_locktable_drop(lock);
 			continue;
 		}
-		lock->acquired = true;
-		lock->ttl_ms = ttl_ms;
-		lock->nodes = result->accepted;
-		lock->valid_until_ms = result->valid_until_ms;
-		lock->acquired_at = GetCurrentTimestamp();
-		if (lock->reg.index >= 0)
-			redlock_registry_activate(&lock->reg, lock->key, lock->token, ttl_ms,
-									  result->valid_until_ms);
+		redlock_locktable_acquired(lock, ttl_ms, result);
 	}
 	pfree(tokens);
 	pfree(keys);

@@ -307,6 +307,25 @@ redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot)
 }
 
 /*
+ * redlock_locktable_acquired
+ *		Records that lock's acquire won (spec §3): held from now with ttl_ms and the
+ *		outcome's masters and validity; an auto-extended lock's registry entry is made
+ *		live, for the worker to renew.  Raises what redlock_registry_activate raises.
+ */
+void
+redlock_locktable_acquired(RedlockHeldLock *lock, int ttl_ms, const RedlockResult *result)
+{
+	lock->acquired = true;
+	lock->ttl_ms = ttl_ms;
+	lock->nodes = result->accepted;
+	lock->valid_until_ms = result->valid_until_ms;
+	lock->acquired_at = GetCurrentTimestamp();
+	if (lock->reg.index >= 0)
+		redlock_registry_activate(&lock->reg, lock->key, lock->token, ttl_ms,
+								  result->valid_until_ms);
+}
+
+/*
  * redlock_locktable_kind
  *		What this backend holds of resource: -1 nothing (or only a release or an
  *		attempt left unfinished), 0 a lock, else a permit of a semaphore of that many

@@ -52,6 +52,8 @@ extern RedlockHeldLock *redlock_locktable_create(const char *resource, int permi
 												 RedlockNodeSet *set);
 extern char **redlock_locktable_slot_keys(const RedlockHeldLock *lock);
 extern void redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot);
+extern void redlock_locktable_acquired(RedlockHeldLock *lock, int ttl_ms,
+									   const RedlockResult *result);
 extern int	redlock_locktable_kind(const char *resource);
 extern void redlock_locktable_rebase(RedlockHeldLock *lock, RedlockNodeSet *set);
 extern void redlock_locktable_add_hold(RedlockHeldLock *lock, RedlockScope scope);

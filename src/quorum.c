@@ -303,6 +303,29 @@ redlock_quorum_undo_command(RedlockCommand *command, bool quiet, const char *key
 }
 
 /*
+ * redlock_quorum_count_attempt
+ *		Ends an acquire attempt's outcome in result: when won, REDLOCK_OK with its
+ *		validity (spec §3 step 4: from start_ms, the TTL less the drift allowance
+ *		drift_ms) and the acquire counted; else the busy or unavailable attempt counted
+ *		(result->status says which).  For quorumset.c too.  Raises nothing.
+ */
+void
+redlock_quorum_count_attempt(RedlockResult *result, bool won, double start_ms, int ttl_ms,
+							 double drift_ms)
+{
+	if (won)
+	{
+		result->status = REDLOCK_OK;
+		result->valid_until_ms = start_ms + ttl_ms - drift_ms;
+		redlock_stats_count(REDLOCK_STAT_ACQUIRED);
+		redlock_stats_acquire_latency(result->elapsed_ms);
+	}
+	else
+		redlock_stats_count(result->status == REDLOCK_UNAVAILABLE
+							? REDLOCK_STAT_UNAVAILABLE : REDLOCK_STAT_BUSY);
+}
+
+/*
  * One slot's commands in an acquire round, in this order: its SET NX, a waiter's GET
  * and PTTL, the holder record's SET NX.
  */
@@ -618,17 +641,9 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		if (nundo > 0)
 			redlock_nodes_run(set, undo, nundo, false, outcomes);
 
+		redlock_quorum_count_attempt(result, kept >= 0, start_ms, ttl_ms, drift_ms);
 		if (kept >= 0)
-		{
-			result->status = REDLOCK_OK;
-			result->valid_until_ms = start_ms + ttl_ms - drift_ms;
-			redlock_stats_count(REDLOCK_STAT_ACQUIRED);
-			redlock_stats_acquire_latency(result->elapsed_ms);
 			break;
-		}
-
-		redlock_stats_count(result->status == REDLOCK_UNAVAILABLE
-							? REDLOCK_STAT_UNAVAILABLE : REDLOCK_STAT_BUSY);
 
 		/*
 		 * A caller willing to wait rides out a blip: an attempt that fewer than a

@@ -57,6 +57,8 @@ extern void redlock_quorum_script_command(RedlockCommand *command, RedlockScript
 extern void redlock_quorum_look_commands(RedlockCommand *two, const char *key, int quorum);
 extern void redlock_quorum_record_value(StringInfo buf, const char *token,
 										const char *holder);
+extern void redlock_quorum_count_attempt(RedlockResult *result, bool won, double start_ms,
+										 int ttl_ms, double drift_ms);
 extern void redlock_quorum_undo_command(RedlockCommand *command, bool quiet,
 										const char *key, const char *token);
 

@@ -308,16 +308,9 @@ redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys, int nke
 		if (nundo > 0)
 			redlock_nodes_run(set, undo, nundo, false, outcomes);
 
+		redlock_quorum_count_attempt(result, won, start_ms, ttl_ms, drift_ms);
 		if (won)
-		{
-			result->status = REDLOCK_OK;
-			result->valid_until_ms = start_ms + ttl_ms - drift_ms;
-			redlock_stats_count(REDLOCK_STAT_ACQUIRED);
-			redlock_stats_acquire_latency(result->elapsed_ms);
 			break;
-		}
-		redlock_stats_count(result->status == REDLOCK_UNAVAILABLE
-							? REDLOCK_STAT_UNAVAILABLE : REDLOCK_STAT_BUSY);
 		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
 			break;
 		redlock_retry_sleep(result->elapsed_ms, deadline_ms, look ? free_in : -1, waiter,
