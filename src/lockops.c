@@ -43,16 +43,35 @@
 static RedlockHoldStatus
 lockops_refresh(RedlockHeldLock *lock, int ttl_ms, RedlockResult *result)
 {
-	bool		expired = redlock_locktable_validity_left(lock) <= 0;
+	bool		expired;
 
 	if (lock->reg.index >= 0)
+	{
+		expired = redlock_locktable_validity_left(lock) <= 0;
 		redlock_registry_extend(&lock->reg, ttl_ms, result);
+	}
 	else
 	{
-		lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
+		expired = redlock_lock_refresh_begin(lock, ttl_ms);
 		redlock_quorum_extend(lock->set, lock->key, lock->token, ttl_ms, result);
 	}
 	return redlock_lock_refreshed(lock, ttl_ms, expired, result);
+}
+
+/*
+ * redlock_lock_refresh_begin
+ *		Readies lock for an extension to ttl_ms milliseconds that this backend sends
+ *		(spec §6), per the invariant above: its validity is cut to what ttl_ms allows
+ *		from now.  Returns whether its validity had run out before (for
+ *		redlock_lock_refreshed).  For lockset.c, this module's room.  Raises nothing.
+ */
+bool
+redlock_lock_refresh_begin(RedlockHeldLock *lock, int ttl_ms)
+{
+	bool		expired = redlock_locktable_validity_left(lock) <= 0;
+
+	lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
+	return expired;
 }
 
 /*

@@ -36,6 +36,7 @@ extern RedlockHoldStatus redlock_lockset_extend(const char *const *resources, in
 												RedlockResult *result);
 
 /* For lockset.c. */
+extern bool redlock_lock_refresh_begin(RedlockHeldLock *lock, int ttl_ms);
 extern RedlockHoldStatus redlock_lock_refreshed(RedlockHeldLock *lock, int ttl_ms,
 												bool expired, RedlockResult *result);
 

@@ -30,7 +30,6 @@
 #include "quorum.h"
 #include "redlock.h"
 #include "registry.h"
-#include "validity.h"
 #include "waiters.h"
 
 /* The number of this backend's latest set (0: none yet); locks alone have 0. */
@@ -210,8 +209,7 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 			batch[b] = lock;
 			batch_k[b] = k;
 			ttls[b] = ttl_ms == 0 ? lock->ttl_ms : ttl_ms;
-			expired[b] = redlock_locktable_validity_left(lock) <= 0;
-			lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttls[b]));
+			expired[b] = redlock_lock_refresh_begin(lock, ttls[b]);
 			kts[b].key = lock->key;
 			kts[b].token = lock->token;
 			kts[b].announce = NULL;
