@@ -406,9 +406,15 @@ call_node_read(CallState *cs, int i)
 		c = call_command_of(cs, &entry);
 		if (entry.script && !entry.eval && reply->type == REDIS_REPLY_ERROR &&
 			strncmp(reply->str, "NOSCRIPT", 8) == 0 &&
-			!redlock_owed_newer_for_same_lock(&node->owed, &entry))
+			!redlock_owed_newer_for_same_lock(&node->owed, &entry) &&
+			(!entry.script->acquires || (c >= 0 && CALL_AWAITING(cs, c, i))))
 		{
-			/* The master's script cache is empty: send this very command whole. */
+			/*
+			 * The master's script cache is empty: send this very command whole.  Not an
+			 * acquire whose call is over: its attempt was decided (and undone) without
+			 * this master, and a late run would set keys nobody holds, after commands
+			 * (the release) that went out since.
+			 */
 			bool		appended;
 
 			freeReplyObject(reply);

@@ -48,7 +48,8 @@ static RedlockScript set_acquire_script = {
 	"redis.call(\"set\", ks[i], ARGV[1], \"px\", ARGV[2]) "
 	"if ARGV[4] ~= \"\" then "
 	"redis.pcall(\"set\", ks[i] .. \"\\255holder\", ARGV[4], \"nx\", \"px\", ARGV[2]) end "
-	"end return 1"
+	"end return 1",
+	.acquires = true
 };
 
 /*

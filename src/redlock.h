@@ -120,6 +120,8 @@ typedef struct RedlockScript
 	const char *body;
 	int			nkeys;			/* keys first in a command's argv: 1 (or 0), or 2 */
 	bool		redeliver;
+	bool		acquires;		/* sets keys for an attempt: never sent again once
+								 * its call is over (call.c) */
 	char		sha1[41];		/* hex SHA-1 of body, or "" (then EVAL is used) */
 } RedlockScript;
 

@@ -221,6 +221,34 @@ for my $try (1 .. 4)
 	$redis->redis_all('DEL', 'undo');
 }
 
+# --- a set's acquire answered NOSCRIPT after its call is over is not sent again ---
+# Master 4 has the set's release script cached but not its acquire script (flushed, then
+# a set released there, which sends the release whole).  A set acquired while master 4
+# is frozen is decided on the others and released at once; when master 4 resumes, it
+# answers the acquire NOSCRIPT and runs the release (nothing of ours to delete there).
+# Sending the acquire again now would set the set's keys after their release, on a token
+# nobody holds, for the whole TTL.
+{
+	sql($s, "SELECT redlock_acquire(ARRAY['late-warm-1', 'late-warm-2'], 60000)");
+	$redis->redis_cli(4, 'SCRIPT', 'FLUSH');
+	sql($s, "SELECT redlock_release(ARRAY['late-warm-1', 'late-warm-2'])");
+	ok(wait_until(10, sub {
+				sql($s, "SELECT redlock_acquire('other', 1000) AND redlock_release('other')");
+				return $redis->redis_cli(4, 'EXISTS', 'late-warm-1') eq '0';
+			}),
+		'a set released while master 4 had no script cached is released there too (EVAL)');
+	$out = with_slow_master(
+		"SELECT redlock_acquire(ARRAY['late-set-2', 'late-set-1'], 60000)"
+		  . " AND redlock_release(ARRAY['late-set-1', 'late-set-2'])",
+		'a set acquired and released while master 4 is frozen');
+	is($out, 't', 'the set was acquired and released on the other masters');
+	usleep(1_000_000);
+	sql($s, "SELECT redlock_acquire('other', 1000) AND redlock_release('other')") for 1 .. 3;
+	is(join(',', map { $redis->redis_cli(4, 'EXISTS', $_) } qw(late-set-1 late-set-2)), '0,0',
+		'master 4 holds no key of the set after its release: the late acquire was not sent again');
+	$redis->redis_all('DEL', 'late-set-1', 'late-set-2');
+}
+
 $s->quit;
 RedisMasters::no_crash($node);
 done_testing();
