@@ -81,7 +81,7 @@ redlock_lock_refresh_begin(RedlockHeldLock *lock, int ttl_ms)
  *		outcome, expired whether its validity had run out before the request.  Returns
  *		REDLOCK_HELD, REDLOCK_FAILED or REDLOCK_LOST as lockops_refresh does (lost: the
  *		lock is lost, its entry stays).  For lockset.c, this module's room.  Raises
- *		nothing.
+ *		what an interrupted network wait raises (the loss lets go of the keys).
  */
 RedlockHoldStatus
 redlock_lock_refreshed(RedlockHeldLock *lock, int ttl_ms, bool expired,

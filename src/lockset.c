@@ -153,6 +153,17 @@ redlock_lockset_release(const char *const *resources, int n, bool *not_held,
 }
 
 /*
+ * Whether an extension's outcome one says more than the set's outcome so far: failed
+ * (the answers cannot tell, an error for the caller) over lost over extended.
+ */
+static bool
+lockset_worse(RedlockHoldStatus one, RedlockHoldStatus so_far)
+{
+	return one != so_far && one != REDLOCK_HELD &&
+		(so_far == REDLOCK_HELD || one == REDLOCK_FAILED);
+}
+
+/*
  * redlock_lockset_extend
  *		Sets a new TTL on each of n locks this backend holds (spec §6): those the
  *		background worker renews through it, one by one; the others in one round.
@@ -164,10 +175,11 @@ redlock_lockset_release(const char *const *resources, int n, bool *not_held,
  * decided_by: set to the resource whose outcome is returned, when not REDLOCK_HELD.
  * result: that resource's quorum outcome (else the last lock's).
  *
- * Returns REDLOCK_HELD when every lock was extended; REDLOCK_LOST when one or more
- * were lost (as redlock_lock_extend finds them: forgotten, let go of); else
- * REDLOCK_FAILED when fewer than a quorum answered for one (kept, its validity cut to
- * what the new TTL allows).  Raises what an interrupted network wait raises.
+ * Returns REDLOCK_HELD when every lock was extended; REDLOCK_FAILED when fewer than a
+ * quorum answered for one (kept, its validity cut to what the new TTL allows), whatever
+ * became of the others; else REDLOCK_LOST when one or more were lost (as
+ * redlock_lock_extend finds them: forgotten, let go of).  Raises what an interrupted
+ * network wait raises.
  */
 RedlockHoldStatus
 redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *not_held,
@@ -214,7 +226,7 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 			kts[b].token = lock->token;
 			kts[b].announce = NULL;
 		}
-		if (one != REDLOCK_HELD && (status == REDLOCK_HELD || one == REDLOCK_LOST))
+		if (lockset_worse(one, status))
 		{
 			status = one;
 			*decided_by = resources[k];
@@ -233,7 +245,7 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 
 		if (one == REDLOCK_LOST)
 			redlock_locktable_drop(batch[b]);
-		if (one != REDLOCK_HELD && (status == REDLOCK_HELD || one == REDLOCK_LOST))
+		if (lockset_worse(one, status))
 		{
 			status = one;
 			*decided_by = resource;

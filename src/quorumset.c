@@ -6,11 +6,14 @@
  *	  script; the set is held when a quorum of masters set all of them (spec §3), and
  *	  the retry loop around it (spec §4).
  *
- * Invariant: on each master the script sets all the set's keys or none of them, and a
- * set is held only when a quorum of masters set all of them.  Every key of a held set
+ * Invariant: on each master the script answers 1 only when it set all the set's keys,
+ * 0 when it set none of them, and a set is held only when a quorum of masters answered
+ * 1.  (A script that fails part way, a master's ACL refusing one key, sets some and
+ * answers an error: that is no answer, so the attempt undoes it there as it does for a
+ * master that did not answer.)  Every key of a held set
  * is then an ordinary Redlock key held on a quorum, so a set excludes every other set
  * or lock sharing a resource with it (two quorums meet), and holding part of a set is
- * never the outcome of an attempt: a master has all of an attempt's keys or none.
+ * never the outcome of an attempt: the masters counted have all of its keys.
  * Release, extension and fencing act on each key as on a lock (quorum.c, fence.c).
  *
  * One room with quorum.c (doc/internals.md): the token, the holder record's value, the

@@ -492,7 +492,8 @@ redlock_release_set(PG_FUNCTION_ARGS)
  * are forgotten and let go of, the others kept), or with a WARNING for each resource
  * this session does not hold (then nothing is extended).
  * Errors: those of the resources argument; 22023 bad TTL; 25000 in a parallel worker;
- * 08006 the answers cannot tell for one lock (kept, its validity cut).
+ * 08006 the answers cannot tell for one lock (kept, its validity cut), whatever became
+ * of the others (those found lost are forgotten).
  */
 PG_FUNCTION_INFO_V1(redlock_extend_set);
 Datum
