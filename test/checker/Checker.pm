@@ -440,7 +440,8 @@ sub _start_lease_clients
 #   checker.sql and _fence_figures).
 #   sets (1): each attempt takes a set of two resources, all or nothing, with
 #   redlock_acquire(text[]) (checker_set_attempt in checker.sql), and claims the guard of
-#   each: a guard already held is a violation.
+#   each: a guard already held is a violation.  set_extend_ttl_ms: the holder extends
+#   the set to that TTL halfway through its work, and gives up if that fails.
 #   permits (k): the resources are semaphores of k permits, taken with
 #   redlock_acquire_permit (checker_permit_attempt in checker.sql): each holder claims
 #   by counting the others inside (k or more: a violation; another holder of its slot:
@@ -513,7 +514,8 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		# A second resource, another than :r, both from 1..resources.
 		$text .= "\\set s random(1, $resources - 1)\n"
 		  . "\\set s case when :s >= :r then :s + 1 else :s end\n"
-		  . "CALL checker_set_attempt('$prefix', :r, :s, $ttl, $wait, $work);\n";
+		  . "CALL checker_set_attempt('$prefix', :r, :s, $ttl, $wait, $work"
+		  . ($o{set_extend_ttl_ms} ? ", $o{set_extend_ttl_ms}" : '') . ");\n";
 	}
 	else
 	{

@@ -41,6 +41,8 @@ DROP PROCEDURE IF EXISTS checker_permit_job(text, integer, integer, integer, int
 	integer);
 DROP PROCEDURE IF EXISTS checker_permit_job_end(text, text);
 DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer);
+DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer,
+	integer);
 DROP TABLE IF EXISTS checker_guard, checker_attempts, checker_violations, checker_holds,
 	checker_jobs, checker_writes, checker_losses, checker_fence, checker_permit_claims;
 
@@ -1016,8 +1018,12 @@ $$;
 -- of each in one committed transaction; a guard already held (by a set or lock sharing
 -- that resource) is a violation, one row per guard.  Sets that share no resource claim
 -- different guards and may be inside at once.  The attempt's row names both resources.
+-- With p_extend_ttl_ms, the holder works half of p_work_ms, extends the set
+-- (redlock_extend(text[]), one round) to that TTL, and works the other half only when
+-- the extension returned true; otherwise it gives up at once (gave_up in its row).
 CREATE PROCEDURE checker_set_attempt(p_prefix text, p_a integer, p_b integer,
-									 p_ttl_ms integer, p_wait_ms integer, p_work_ms integer)
+									 p_ttl_ms integer, p_wait_ms integer, p_work_ms integer,
+									 p_extend_ttl_ms integer DEFAULT NULL)
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -1035,6 +1041,8 @@ DECLARE
 	v_until timestamptz;
 	rel boolean;
 	g checker_guard;
+	ext boolean;
+	ext_st text;
 BEGIN
 	BEGIN
 		got := redlock_acquire(set_of, p_ttl_ms, p_wait_ms);
@@ -1073,7 +1081,21 @@ BEGIN
 	WHERE resource = ANY (set_of) AND holder IS NULL;
 	COMMIT;
 
-	PERFORM pg_sleep(p_work_ms / 1000.0);
+	IF p_extend_ttl_ms IS NULL THEN
+		PERFORM pg_sleep(p_work_ms / 1000.0);
+	ELSE
+		PERFORM pg_sleep(p_work_ms / 2000.0);
+		BEGIN
+			ext := redlock_extend(set_of, p_extend_ttl_ms);
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS ext_st = RETURNED_SQLSTATE;
+			ext := false;
+		END;
+		COMMIT;
+		IF ext THEN
+			PERFORM pg_sleep(p_work_ms / 2000.0);
+		END IF;
+	END IF;
 
 	-- Give back the guards still ours; one taken over meanwhile is a violation too.
 	UPDATE checker_guard SET holder = NULL, since = NULL, valid_until = NULL
@@ -1090,9 +1112,14 @@ BEGIN
 		rel := NULL;
 	END;
 	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, nodes, validity_ms, overran,
-								  released)
+								  released, extends, extend_false, extend_errors, gave_up,
+								  gave_up_why)
 	VALUES (pg_backend_pid(), name, t_start, t_acq, 'acquired', v_nodes, v_validity,
-			clock_timestamp() > v_until, rel);
+			clock_timestamp() > v_until, rel,
+			CASE WHEN p_extend_ttl_ms IS NULL THEN 0 ELSE 1 END,
+			CASE WHEN ext_st IS NULL AND ext IS FALSE THEN 1 ELSE 0 END,
+			CASE WHEN ext_st IS NOT NULL THEN 1 ELSE 0 END,
+			ext IS FALSE, CASE WHEN ext IS FALSE THEN 'extend ' || coalesce(ext_st, 'false') END);
 	COMMIT;
 END;
 $$;

@@ -3,9 +3,11 @@
 # nothing, and the holder claims the guard row of each resource in one committed
 # transaction (checker_set_attempt): a guard held already, by a set sharing that resource,
 # is a violation.  Under no fault, a minority killed (delayed restart), masters frozen
-# with SIGSTOP, latency on 3 masters and a majority restarted from its AOF, the only pass
-# is zero violations.  The negative controls (a TTL shorter than the work; a majority
-# restarted without persistence) must show violations, or the checker is blind.
+# with SIGSTOP, latency on 3 masters, a majority restarted from its AOF, and sets held
+# past their TTL by an extension of the set (redlock_extend(text[])) under SIGSTOP, the
+# only pass is zero violations.  The negative controls (the same without the extension;
+# a TTL shorter than the work; a majority restarted without persistence) must show
+# violations, or the checker is blind.
 # test/checker/run-long runs them longer.
 #
 # RL_CHECKER_SETS=name,name runs only those scenarios (for a look at one).
@@ -75,6 +77,14 @@ if (my $r = scenario_ok('sets-sigstop', 5))
 }
 scenario_ok('sets-latency', 4);
 scenario_ok('sets-majority-restart-aof', 6);
+if (my $r = scenario_ok('sets-extend', 5))
+{
+	cmp_ok($r->{extends}, '>', 0, "sets-extend: sets were extended ($r->{extends})");
+	cmp_ok($r->{acquired} - $r->{gave_up}, '>', 0,
+		'sets-extend: holders worked past their TTL on the extension ('
+		  . ($r->{acquired} - $r->{gave_up}) . ", $r->{gave_up} gave up)");
+}
+scenario_ok('unsafe-sets-no-extend', 3);
 scenario_ok('unsafe-sets-short-ttl', 3);
 scenario_ok('unsafe-sets-majority-restart', 6, runs => 2);
 

@@ -571,6 +571,26 @@ my %SCENARIOS = (
 		work_ms => 1000,
 		faults => sub { _majority_restart(@_) },
 	},
+	'sets-extend' => {
+		desc => 'sets of 2 of 6 resources held past their TTL by an extension of the set'
+		  . ' (redlock_extend(text[])) halfway: TTL 300 ms, work 400 ms, extended to 300 ms'
+		  . ' at 200 ms; the faults of sigstop (the extension runs late on frozen masters)',
+		masters => 'plain',
+		%{ $SETS_RUN },
+		ttl_ms => 300,
+		work_ms => 400,
+		set_extend_ttl_ms => 300,
+		faults => sub { $SCENARIOS_REF->{'sigstop'}{faults}->(@_) },
+	},
+	'unsafe-sets-no-extend' => {
+		desc => 'NEGATIVE CONTROL: sets-extend without the extension (TTL 300 ms, work 400 ms):'
+		  . ' what the extension keeps safe',
+		masters => 'plain',
+		%{ $SETS_RUN },
+		ttl_ms => 300,
+		work_ms => 400,
+		expect_violations => 1,
+	},
 	'unsafe-sets-short-ttl' => {
 		desc => 'NEGATIVE CONTROL: sets of a TTL of 20 ms, shorter than the 60 ms critical'
 		  . ' section (unsafe-short-ttl on sets of 2 of 6 resources)',
@@ -741,7 +761,7 @@ sub permit_scenarios
 sub set_scenarios
 {
 	return qw(sets-plain sets-kill sets-sigstop sets-latency sets-majority-restart-aof
-	  unsafe-sets-short-ttl unsafe-sets-majority-restart);
+	  sets-extend unsafe-sets-no-extend unsafe-sets-short-ttl unsafe-sets-majority-restart);
 }
 
 # The names of the issue 21 scenarios and their controls, in run order.
