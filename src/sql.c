@@ -192,6 +192,19 @@ sql_refuse_other_kind(const char *resource, int permits)
 }
 
 /*
+ * An unlimited wait (*wait_ms < 0) still honours lock_timeout, as PostgreSQL's lock
+ * waits do: sets *wait_ms to it and returns true when it bounds the wait.
+ */
+static bool
+sql_bound_by_lock_timeout(int *wait_ms)
+{
+	if (*wait_ms >= 0 || LockTimeout <= 0)
+		return false;
+	*wait_ms = LockTimeout;
+	return true;
+}
+
+/*
  * Raises what an acquire that failed means, or returns for a plain false: 55000 a
  * semaphore's holder beyond its permits; 08006 fewer than a quorum answered; 55P03
  * an unlimited wait that lock_timeout bounded ran out.  resource: the resource (a
@@ -199,25 +212,23 @@ sql_refuse_other_kind(const char *resource, int permits)
  */
 static void
 sql_report_not_acquired(const char *resource, const char *what, int permits,
-						const RedlockResult *r, bool bounded_by_lock_timeout, int wait_ms)
+						const RedlockResult *result, bool bounded_by_lock_timeout, int wait_ms)
 {
-	RedlockResult result = *r;
-
-	if (result.beyond_slot > 0)
+	if (result->beyond_slot > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("semaphore \"%s\" has a holder beyond its %d permits", resource, permits),
 				 errdetail("A quorum of the masters hold a slot past them, the lowest \"%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d\": another caller gives more permits for this resource, or holds a lock of that name.",
-						   resource, result.beyond_slot),
+						   resource, result->beyond_slot),
 				 errhint("Give every caller of a semaphore the same number of permits.")));
-	if (result.status == REDLOCK_UNAVAILABLE)
+	if (result->status == REDLOCK_UNAVAILABLE)
 	{
-		sql_report_worker_silent(resource, &result);
+		sql_report_worker_silent(resource, result);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not acquire lock on %s: %d of %d Redis masters answered, %d needed",
-						what, result.answered, result.node_count, result.quorum),
-				 redlock_errdetail_nodes(&result)));
+						what, result->answered, result->node_count, result->quorum),
+				 redlock_errdetail_nodes(result)));
 	}
 	if (bounded_by_lock_timeout)
 		ereport(ERROR,
@@ -237,7 +248,7 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
 	char	   *resource = redlock_sqlarg_resource(fcinfo, 0);
 	int			ttl_ms = sql_arg_ttl(fcinfo, first, false, 0);
 	int			wait_ms = sql_arg_wait(fcinfo, first + 1);
-	bool		bounded_by_lock_timeout = false;
+	bool		bounded_by_lock_timeout;
 	bool		was_lost;
 	RedlockResult result;
 
@@ -246,12 +257,7 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
 	sql_refuse_other_kind(resource, permits);
 	redlock_hooks_register();
 
-	/* An unlimited wait still honours lock_timeout, as PostgreSQL's lock waits do. */
-	if (wait_ms < 0 && LockTimeout > 0)
-	{
-		wait_ms = LockTimeout;
-		bounded_by_lock_timeout = true;
-	}
+	bounded_by_lock_timeout = sql_bound_by_lock_timeout(&wait_ms);
 
 	if (redlock_lock_acquire(resource, permits, scope, ttl_ms, wait_ms, &was_lost,
 							 &result) == REDLOCK_HELD)
@@ -293,7 +299,7 @@ sql_acquire_set(FunctionCallInfo fcinfo, RedlockScope scope)
 	char	  **resources = redlock_sqlarg_resources(fcinfo, 0, &n);
 	int			ttl_ms = sql_arg_ttl(fcinfo, 1, false, 0);
 	int			wait_ms = sql_arg_wait(fcinfo, 2);
-	bool		bounded_by_lock_timeout = false;
+	bool		bounded_by_lock_timeout;
 	RedlockResult result;
 
 	redlock_sqlarg_refuse_parallel();
@@ -306,11 +312,7 @@ sql_acquire_set(FunctionCallInfo fcinfo, RedlockScope scope)
 					 errdetail("A set is acquired whole, by one attempt with one token; a resource held already cannot join it."),
 					 errhint("Release it first, or acquire the set without it.")));
 	redlock_hooks_register();
-	if (wait_ms < 0 && LockTimeout > 0)
-	{
-		wait_ms = LockTimeout;
-		bounded_by_lock_timeout = true;
-	}
+	bounded_by_lock_timeout = sql_bound_by_lock_timeout(&wait_ms);
 	if (redlock_lockset_acquire((const char *const *) resources, n, scope, ttl_ms, wait_ms,
 								&result) == REDLOCK_HELD)
 		return true;
