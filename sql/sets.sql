@@ -1,7 +1,7 @@
 -- Sets of resources (redlock_acquire(text[])): one script per master sets every key of
 -- the set or none, and the set is held when a quorum of masters set all of them.  A
 -- second session, reached through dblink, plays the other client.
--- (run alone, the extension is at 1.6 after the update.)
+-- (run alone, the extension is at 1.7 after the update.)
 SET client_min_messages = warning;
 ALTER EXTENSION redlock UPDATE;
 RESET client_min_messages;

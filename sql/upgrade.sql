@@ -31,13 +31,29 @@ SELECT has_function_privilege('public', 'redlock_fencing_token(text)', 'execute'
 SELECT has_function_privilege('public', 'redlock_waiters()', 'execute') AS waiters_public,
        obj_description('redlock_waiters()'::regprocedure, 'pg_proc') IS NOT NULL AS waiters_commented,
        (SELECT count(*) FROM redlock_waiters()) AS waiting;
--- Every function of 1.6, the bigint and set forms too: not PUBLIC's, and commented.
+-- Every function of 1.7, the bigint, set and shared forms too: not PUBLIC's, and
+-- commented.
 SELECT count(*) AS functions,
        count(*) FILTER (WHERE has_function_privilege('public', p.oid, 'execute')) AS public,
        count(*) FILTER (WHERE obj_description(p.oid, 'pg_proc') IS NULL) AS uncommented,
        count(*) FILTER (WHERE pg_get_function_identity_arguments(p.oid) LIKE 'key bigint%') AS keyed
   FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'redlock' AND d.deptype = 'e';
+
+-- 1.7: the upgrade from 1.6 recreates redlock_locks() with mode and carries its grants.
+DROP EXTENSION redlock;
+CREATE EXTENSION redlock VERSION '1.6';
+CREATE ROLE regress_redlock_monitor;
+GRANT EXECUTE ON FUNCTION redlock_locks() TO regress_redlock_monitor;
+ALTER EXTENSION redlock UPDATE TO '1.7';
+SELECT has_function_privilege('regress_redlock_monitor', 'redlock_locks()', 'execute') AS locks_granted,
+       has_function_privilege('public', 'redlock_locks()', 'execute') AS locks_public,
+       has_function_privilege('public', 'redlock_acquire_shared(text, integer, integer)', 'execute') AS shared_public;
+SELECT array_length(proargnames, 1) AS columns, proargnames[17] AS last
+  FROM pg_proc WHERE proname = 'redlock_locks';
+SELECT count(*) AS temp_tables_left FROM pg_class WHERE relname = 'redlock_saved_grants';
+DROP OWNED BY regress_redlock_monitor;
+DROP ROLE regress_redlock_monitor;
 
 -- redlock_claim: the first caller wins; a claim is not a held lock.
 SELECT redlock_claim('regress-claim', 1000) AS first, redlock_claim('regress-claim', 1000) AS second;

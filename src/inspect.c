@@ -54,13 +54,14 @@ static RedlockScript read_script = {
 };
 
 /*
- * The forced release: the read above, then the key and its record deleted whatever
- * the token, waiters told, and the fencing counter raised (ARGV[1]: its TTL in ms),
- * stored as text as fence.c stores it.
+ * The forced release: the read above, then the key and its record (or a shared lock's
+ * readers hash) deleted whatever the token, waiters told, and the fencing counter
+ * raised (ARGV[1]: its TTL in ms), stored as text as fence.c stores it.
  */
 static RedlockScript force_script = {
 	.body = INSPECT_READ_LUA
 	"if info ~= \"\" then redis.call(\"del\", KEYS[1]) redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
+	"redis.pcall(\"del\", " REDLOCK_READERS_KEY_LUA ") "
 	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1]) end "
 	"local ck = \"" REDLOCK_FENCE_KEY_PREFIX "\" .. KEYS[1] "
 	"local f = tonumber(redis.call(\"time\")[1]) * 1000000 - 1 "
@@ -74,7 +75,8 @@ static RedlockScript force_script = {
 /*
  * One SCAN step under the prefix KEYS[1] (matched literally) from cursor ARGV[2]:
  * "CURSOR" then " LEN KEY" for each key found, leaving out fencing counters (keys that
- * start with the byte 0xFF) and holder records (keys that end with it and "holder").
+ * start with the byte 0xFF), holder records (keys that end with it and "holder"), and
+ * a shared lock's readers hash and a writer's intent beside it (quorumshared.h).
  * ARGV[2] "done": nothing to do.
  */
 static RedlockScript scan_script = {
@@ -84,6 +86,7 @@ static RedlockScript scan_script = {
 	"local out = {r[1]} "
 	"for _, k in ipairs(r[2]) do "
 	"if string.byte(k, 1) ~= 255 and string.sub(k, -7) ~= \"\\255holder\" "
+	"and string.sub(k, -8) ~= \"\\255readers\" and string.sub(k, -7) ~= \"\\255intent\" "
 	"then out[#out + 1] = #k .. \" \" .. k end end "
 	"return table.concat(out, \" \")"
 };

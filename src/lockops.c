@@ -27,6 +27,7 @@
 #include "locktable.h"
 #include "nodeset.h"
 #include "quorum.h"
+#include "quorumshared.h"
 #include "redlock.h"
 #include "registry.h"
 #include "stats.h"
@@ -114,10 +115,11 @@ redlock_lock_refreshed(RedlockHeldLock *lock, int ttl_ms, bool expired,
  *
  * resource: the resource name (checked by the caller: non-empty, at most
  *		REDLOCK_MAX_RESOURCE_LEN bytes).
- * permits: 0 for a lock; 1..REDLOCK_MAX_PERMITS for a permit of the semaphore of that
- *		many permits (doc/semaphores.md): one of its slots, each a lock of its own.  The
- *		caller has checked that this backend holds no other kind of it
- *		(redlock_locktable_kind).  ttl_ms: 1..REDLOCK_MAX_TTL_MS, leaving
+ * kind: REDLOCK_KIND_LOCK for an exclusive lock; REDLOCK_KIND_SHARED for a shared hold
+ *		(doc/shared.md: no holder record); 1..REDLOCK_MAX_PERMITS for a permit of the
+ *		semaphore of that many permits (doc/semaphores.md): one of its slots, each a
+ *		lock of its own.  The caller has checked that this backend holds no other kind
+ *		of it (redlock_locktable_kind).  ttl_ms: 1..REDLOCK_MAX_TTL_MS, leaving
  *		validity after drift.  wait_ms: as for redlock_quorum_acquire (0: one attempt;
  *		< 0: no limit).
  * was_lost: set true when this backend believed it held the lock but it was lost
@@ -131,7 +133,7 @@ redlock_lock_refreshed(RedlockHeldLock *lock, int ttl_ms, bool expired,
  * back by the abort.
  */
 RedlockHoldStatus
-redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int ttl_ms,
+redlock_lock_acquire(const char *resource, int kind, RedlockScope scope, int ttl_ms,
 					 int wait_ms, bool *was_lost, RedlockResult *result)
 {
 	RedlockNodeSet *set = redlock_nodeset_current();
@@ -180,7 +182,7 @@ redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int 
 	}
 
 	if (lock == NULL)
-		lock = redlock_locktable_create(resource, permits, set);
+		lock = redlock_locktable_create(resource, kind, set);
 	else
 	{
 		/* Lost: acquire afresh on the configuration in force, keeping the holds. */
@@ -190,7 +192,7 @@ redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int 
 	redlock_locktable_add_hold(lock, scope);
 	if (redlock_auto_extend)
 		redlock_locktable_register(lock);
-	if (redlock_record_holder)
+	if (redlock_record_holder && !lock->shared)
 		holder = redlock_holder_record(scope == REDLOCK_SCOPE_XACT ? "transaction" : "session");
 	keys = redlock_locktable_slot_keys(lock);
 
@@ -201,9 +203,15 @@ redlock_lock_acquire(const char *resource, int permits, RedlockScope scope, int 
 	 */
 	if (wait_ms != 0)
 		waiter = redlock_waiters_begin(lock->key, lock->prefix_len, &behind);
-	redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
-								  Max(lock->permits, 1), lock->semaphore_key, lock->token,
-								  ttl_ms, wait_ms, holder, waiter, behind, result, &slot);
+	slot = 0;
+	if (lock->shared)
+		redlock_quorum_acquire_shared(lock->set, lock->key, lock->token, ttl_ms, wait_ms,
+									  waiter, behind, result);
+	else
+		redlock_quorum_acquire_one_of(lock->set, (const char *const *) keys,
+									  Max(lock->permits, 1), lock->semaphore_key,
+									  lock->token, ttl_ms, wait_ms, holder, waiter, behind,
+									  result, &slot);
 	if (wait_ms != 0)
 		redlock_waiters_end();
 	if (holder)

@@ -12,7 +12,7 @@
 #include "locktable.h"
 #include "redlock.h"
 
-extern RedlockHoldStatus redlock_lock_acquire(const char *resource, int permits,
+extern RedlockHoldStatus redlock_lock_acquire(const char *resource, int kind,
 											  RedlockScope scope, int ttl_ms, int wait_ms,
 											  bool *was_lost, RedlockResult *result);
 extern RedlockHoldStatus redlock_lock_release(const char *resource,

@@ -241,11 +241,11 @@ lt_set_key(RedlockHeldLock *lock)
 /*
  * redlock_locktable_create
  *		A new entry for resource, on set (pinned), with its key but no token or hold
- *		yet.  permits: 0 for a lock, 1..REDLOCK_MAX_PERMITS for a semaphore's permit.
- *		Raises what redlock_locktable_make_key raises.
+ *		yet.  kind: REDLOCK_KIND_LOCK, REDLOCK_KIND_SHARED, or 1..REDLOCK_MAX_PERMITS
+ *		for a semaphore's permit.  Raises what redlock_locktable_make_key raises.
  */
 RedlockHeldLock *
-redlock_locktable_create(const char *resource, int permits, RedlockNodeSet *set)
+redlock_locktable_create(const char *resource, int kind, RedlockNodeSet *set)
 {
 	RedlockHeldLock *lock;
 
@@ -254,7 +254,8 @@ redlock_locktable_create(const char *resource, int permits, RedlockNodeSet *set)
 	memset(((char *) lock) + offsetof(RedlockHeldLock, key), 0,
 		   sizeof(RedlockHeldLock) - offsetof(RedlockHeldLock, key));
 	lock->reg.index = -1;
-	lock->permits = permits;
+	lock->permits = Max(kind, 0);
+	lock->shared = kind == REDLOCK_KIND_SHARED;
 	PG_TRY();
 	{
 		lt_set_key(lock);
@@ -327,9 +328,10 @@ redlock_locktable_acquired(RedlockHeldLock *lock, int ttl_ms, const RedlockResul
 
 /*
  * redlock_locktable_kind
- *		What this backend holds of resource: -1 nothing (or only a release or an
- *		attempt left unfinished), 0 a lock, else a permit of a semaphore of that many
- *		permits.  Raises only out-of-memory errors.
+ *		What this backend holds of resource: REDLOCK_KIND_NONE (nothing, or only a
+ *		release or an attempt left unfinished), REDLOCK_KIND_LOCK, REDLOCK_KIND_SHARED,
+ *		else a permit of a semaphore of that many permits.  Raises only out-of-memory
+ *		errors.
  */
 int
 redlock_locktable_kind(const char *resource)
@@ -337,8 +339,8 @@ redlock_locktable_kind(const char *resource)
 	RedlockHeldLock *lock = redlock_locktable_find(resource);
 
 	if (lock == NULL || lock->releasing || !lock->acquired)
-		return -1;
-	return lock->permits;
+		return REDLOCK_KIND_NONE;
+	return lock->shared ? REDLOCK_KIND_SHARED : lock->permits;
 }
 
 /*
@@ -633,6 +635,7 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 		info->key = pstrdup(lock->key);
 		info->permits = lock->permits;
 		info->set_id = lock->set_id;
+		info->shared = lock->shared;
 		info->session_holds = redlock_holds_count(&lock->holds, true);
 		info->xact_holds = redlock_holds_count(&lock->holds, false);
 		info->ttl_ms = lock->ttl_ms;

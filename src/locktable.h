@@ -33,6 +33,7 @@ typedef struct RedlockHeldLock
 								 * it; its slots' releases announce it); else NULL */
 	int64		set_id;			/* acquired in a set (doc/sets.md): the set's number
 								 * in this backend, shared by its locks; 0: alone */
+	bool		shared;			/* a shared hold (doc/shared.md), else exclusive */
 	char		token[REDLOCK_TOKEN_LEN + 1];	/* of the latest acquire attempt */
 	RedlockNodeSet *set;		/* the masters it was taken on */
 	bool		releasing;		/* no holds left; its release is under way */
@@ -47,8 +48,17 @@ typedef struct RedlockHeldLock
 	int64		fence;			/* its fencing token (fence.c), 0 before one is taken */
 } RedlockHeldLock;
 
+/*
+ * What this backend holds of a resource (redlock_locktable_kind), and the kind asked
+ * for: an exclusive lock, a shared hold, or (> 0) a permit of a semaphore of that many
+ * permits.
+ */
+#define REDLOCK_KIND_NONE	(-1)
+#define REDLOCK_KIND_LOCK	0
+#define REDLOCK_KIND_SHARED	(-2)
+
 extern RedlockHeldLock *redlock_locktable_find(const char *resource);
-extern RedlockHeldLock *redlock_locktable_create(const char *resource, int permits,
+extern RedlockHeldLock *redlock_locktable_create(const char *resource, int kind,
 												 RedlockNodeSet *set);
 extern char **redlock_locktable_slot_keys(const RedlockHeldLock *lock);
 extern void redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot);
@@ -75,6 +85,7 @@ typedef struct RedlockLockInfo
 	char	   *key;
 	int			permits;		/* a semaphore's permit: its permits; 0: a lock */
 	int64		set_id;			/* acquired in a set: its number; 0: alone */
+	bool		shared;			/* a shared hold */
 	int			session_holds;
 	int			xact_holds;
 	int			ttl_ms;

@@ -29,6 +29,7 @@
 #include "quorum.h"
 #include "redlock.h"
 #include "retry.h"
+#include "quorumshared.h"
 #include "stats.h"
 #include "tally.h"
 #include "validity.h"
@@ -37,7 +38,7 @@
 /*
  * Where the key is not ours, a holder record of our token may still be there: the
  * record's SET NX succeeded on a master where the lock's did not (the key was held by
- * a client that writes no record).  Both release scripts delete it, so that a refused
+ * a client that writes no record, or by shared holders, who write none).  Both release scripts delete it, so that a refused
  * attempt's undo, or the release of a lock held on the other masters, leaves nothing.
  */
 #define QUORUM_STRAY_RECORD_LUA \
@@ -52,15 +53,21 @@
  * ARGV[2], when given, is the key whose channel announces it instead: a permit's slot
  * announces on its semaphore's channel, where the semaphore's waiters wait.  The message
  * is always the key deleted, so that two slots' releases are two wake-ups.
- * The holder record goes with the key.
+ * The holder record goes with the key.  Where the key holds the shared marker, the
+ * token's shared hold ends instead (quorumshared.h), and the key goes, announced, with the
+ * last one: one release script for every kind of hold, so that every path that ends a
+ * hold (release, undo, abort, exit, the worker) ends a shared one too.
  */
 static RedlockScript release_script = {
-	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
+	.body = "local v = redis.call(\"get\", KEYS[1]) "
+	"if v == ARGV[1] then "
 	"local n = redis.call(\"del\", KEYS[1]) "
 	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
 	"local a = ARGV[2] or KEYS[1] "
 	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. a, KEYS[1]) "
-	"return n else " QUORUM_STRAY_RECORD_LUA "return 0 end",
+	"return n elseif v == \"" REDLOCK_SHARED_MARK "\" then " QUORUM_STRAY_RECORD_LUA
+	REDLOCK_SHARED_RELEASE_LUA("redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1])")
+	"else " QUORUM_STRAY_RECORD_LUA "return 0 end",
 	.redeliver = true
 };
 
@@ -69,17 +76,26 @@ static RedlockScript release_script = {
  * the lock on a quorum: waking the waiters would only have them refused again.
  */
 static RedlockScript quiet_release_script = {
-	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
+	.body = "local v = redis.call(\"get\", KEYS[1]) "
+	"if v == ARGV[1] then "
 	"local d = redis.call(\"del\", KEYS[1]) redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") return d "
+	"elseif v == \"" REDLOCK_SHARED_MARK "\" then " QUORUM_STRAY_RECORD_LUA
+	REDLOCK_SHARED_RELEASE_LUA("")
 	"else " QUORUM_STRAY_RECORD_LUA "return 0 end",
 	.redeliver = true
 };
 
-/* Spec §6: set a new TTL only while the key still holds our token (and its record). */
+/*
+ * Spec §6: set a new TTL only while the key still holds our token (and its record),
+ * or, where shared holders hold it, only while our shared hold is valid (quorumshared.h).
+ */
 static RedlockScript extend_script = {
-	.body = "if redis.call(\"get\", KEYS[1]) == ARGV[1] then "
+	.body = "local v = redis.call(\"get\", KEYS[1]) "
+	"if v == ARGV[1] then "
 	"redis.pcall(\"pexpire\", " REDLOCK_HOLDER_KEY_LUA ", ARGV[2]) "
-	"return redis.call(\"pexpire\", KEYS[1], ARGV[2]) else return 0 end"
+	"return redis.call(\"pexpire\", KEYS[1], ARGV[2]) "
+	"elseif v == \"" REDLOCK_SHARED_MARK "\" then " REDLOCK_SHARED_EXTEND_LUA
+	"else return 0 end"
 };
 
 /*
@@ -126,6 +142,7 @@ RedlockQuorumInit(void)
 	redlock_script_register(&extend_script);
 	redlock_script_register(&beyond_script);
 	RedlockQuorumSetInit();
+	RedlockQuorumSharedInit();
 }
 
 /*
@@ -489,6 +506,10 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	char		permits_text[16];
 	char		max_text[16];
 	bool		check_beyond = announce != NULL && nkeys < REDLOCK_MAX_PERMITS;
+	/* A lock waiting for shared holders posts its intent (doc/shared.md §3). */
+	bool		may_intend = nkeys == 1 && announce == NULL && wait_ms != 0;
+	char	   *intent_key = NULL;
+	int			nrun;
 
 	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_PERMITS);
 	redlock_quorum_result_init(set, result);
@@ -498,9 +519,10 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	layout.record = holder != NULL;
 	layout.per_slot = layout.look + (holder ? 1 : 0);
 	nsent = layout.per_slot * nkeys + (check_beyond ? 1 : 0);
-	commands = palloc0(sizeof(RedlockCommand) * nsent);
-	undo = palloc0(sizeof(RedlockCommand) * nkeys);
-	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * nsent);
+	nrun = nsent;
+	commands = palloc0(sizeof(RedlockCommand) * (nsent + 1));
+	undo = palloc0(sizeof(RedlockCommand) * (nkeys + 1));
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * (nsent + 1));
 
 	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
 	if (holder)
@@ -544,6 +566,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		double		free_in = -1;
 		int			kept = -1;
 		int			nundo = 0;
+		bool		shared_seen;
 
 		if (waiter)
 			redlock_waiters_read(waiter, &seen);
@@ -565,12 +588,17 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 				command[layout.look].argvlen[2] = record_value.len;
 			}
 		}
+		if (intent_key)
+		{
+			commands[nsent].argv[2] = token;
+			commands[nsent].argvlen[2] = strlen(token);
+		}
 		start_ms = redlock_clock_ms();
 		result->attempts++;
 		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
 		if (waiter)
 			redlock_waiters_count_attempt(waiter);
-		redlock_nodes_run(set, commands, nsent, false, outcomes);
+		redlock_nodes_run(set, commands, nrun, false, outcomes);
 		now = redlock_clock_ms();
 		result->elapsed_ms = now - start_ms;
 
@@ -597,6 +625,9 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		}
 		result->beyond_slot = check_beyond
 			? quorum_beyond_slot(outcomes + (nsent - 1) * count, count, result->quorum) : 0;
+		/* Read before the undo below writes over the outcomes. */
+		shared_seen = may_intend && intent_key == NULL &&
+			redlock_quorumshared_seen(outcomes + count, count);
 		if (result->beyond_slot > 0)
 			kept = -1;			/* refused: undone below with the others */
 		*slot = kept;
@@ -646,6 +677,18 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 			break;
 
 		/*
+		 * Shared holders hold it on some master: from the next attempt on, each one
+		 * also posts this acquire's intent, so that no new shared holder joins them
+		 * while it waits (doc/shared.md §3).
+		 */
+		if (shared_seen)
+		{
+			intent_key = psprintf("%s" REDLOCK_INTENT_KEY_SUFFIX, keys[0]);
+			redlock_quorumshared_intent_command(&commands[nsent], intent_key, ttl_text);
+			nrun = nsent + 1;
+		}
+
+		/*
 		 * A caller willing to wait rides out a blip: an attempt that fewer than a
 		 * quorum answered is retried like a busy one (the undo above went out), and
 		 * the last attempt's outcome is the answer when the wait runs out.
@@ -654,6 +697,14 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 			(deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms))
 			break;
 		redlock_retry_sleep(result->elapsed_ms, deadline_ms, free_in, waiter, &seen);
+	}
+
+	/* The intent goes with the wait, held or not: it names the last attempt's token. */
+	if (intent_key)
+	{
+		redlock_quorum_undo_command(&undo[0], true, intent_key, token);
+		redlock_nodes_run(set, undo, 1, false, outcomes);
+		pfree(intent_key);
 	}
 	pfree(outcomes);
 	pfree(undo);

@@ -42,6 +42,12 @@ extern void redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *k
 									   struct RedlockWaiter *waiter, bool behind,
 									   RedlockResult *result);
 
+extern void redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
+										   const char *const *keys, int nkeys,
+										   char *const *tokens, int ttl_ms, int wait_ms,
+										   const char *holder,
+										   struct RedlockWaiter *waiter, bool behind,
+										   RedlockResult *result);
 extern void redlock_quorumset_release_command(RedlockCommand *command,
 											  const char *const *keys, int n,
 											  const char *token, StringInfo joined,

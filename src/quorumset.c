@@ -196,6 +196,25 @@ redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys, int nke
 						   char *const *tokens, int ttl_ms, int wait_ms, const char *holder,
 						   RedlockWaiter *waiter, bool behind, RedlockResult *result)
 {
+	redlock_quorumset_acquire_with(&set_acquire_script, set, keys, nkeys, tokens, ttl_ms,
+								   wait_ms, holder, waiter, behind, result);
+}
+
+/*
+ * redlock_quorumset_acquire_with
+ *		redlock_quorum_acquire_all with another acquire script, called as the set's is
+ *		(KEYS[1] the first key; ARGV: token, TTL in ms, the keys NUL-joined, the holder
+ *		record or "") and answering as it does: 1 when it took every key, 0 when it
+ *		took none.  For quorumshared.c, this module's room: a shared hold is acquired
+ *		as a set of one key with the shared script.  Arguments, result and errors as
+ *		for redlock_quorum_acquire_all.
+ */
+void
+redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
+							   const char *const *keys, int nkeys, char *const *tokens,
+							   int ttl_ms, int wait_ms, const char *holder,
+							   RedlockWaiter *waiter, bool behind, RedlockResult *result)
+{
 	bool		look = wait_ms != 0;
 	int			ncommands = 1 + (look ? 2 * nkeys : 0);
 	RedlockCommand *commands = palloc0(sizeof(RedlockCommand) * ncommands);
@@ -225,7 +244,7 @@ redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys, int nke
 	initStringInfo(&record);
 
 	/* The script: KEYS[1], then token, TTL, the keys and the record (filled below). */
-	redlock_quorum_script_command(&commands[0], &set_acquire_script, keys[0], "", ttl_text,
+	redlock_quorum_script_command(&commands[0], script, keys[0], "", ttl_text,
 								  result->quorum);
 	commands[0].argv[commands[0].argc] = joined.data;
 	commands[0].argvlen[commands[0].argc++] = joined.len;

@@ -256,6 +256,20 @@ typedef struct RedlockKeyToken
 #define REDLOCK_HOLDER_KEY_LUA "KEYS[1] .. \"\\255holder\""
 
 /*
+ * A shared lock (doc/shared.md, quorumshared.h): while shared holders hold a resource,
+ * its key holds this marker (never a token), and beside it, as the holder record is,
+ * the readers hash (each holder's token and expiry) and a waiting exclusive acquire's
+ * intent.
+ */
+#define REDLOCK_SHARED_MARK "redlock:shared"
+
+#define REDLOCK_READERS_KEY_SUFFIX "\xff" "readers"
+#define REDLOCK_INTENT_KEY_SUFFIX "\xff" "intent"
+#define REDLOCK_READERS_KEY_LUA "KEYS[1] .. \"\\255readers\""
+#define REDLOCK_INTENT_KEY_LUA "KEYS[1] .. \"\\255intent\""
+
+
+/*
  * A resource's fencing counter (fence.c) is named by this prefix and the lock's key,
  * and lives this long after the last token taken from it: 30 days.
  */

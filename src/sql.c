@@ -167,27 +167,34 @@ sql_arg_permits(FunctionCallInfo fcinfo, int argno)
 
 /* The words for what this backend holds of a resource (redlock_locktable_kind). */
 static char *
-sql_kind_words(int permits)
+sql_kind_words(int kind)
 {
-	return permits == 0 ? pstrdup("a lock") : psprintf("a permit of a %d-permit semaphore", permits);
+	if (kind == REDLOCK_KIND_LOCK)
+		return pstrdup("an exclusive lock");
+	if (kind == REDLOCK_KIND_SHARED)
+		return pstrdup("a shared lock");
+	return psprintf("a permit of a %d-permit semaphore", kind);
 }
 
 /*
- * Refuses to take resource as another kind than this backend holds it: a lock and a
- * permit, or permits of semaphores of different sizes, under one name (55000).
+ * Refuses to take resource as another kind than this backend holds it (55000): a lock
+ * and a permit, permits of semaphores of different sizes, or an exclusive lock and a
+ * shared one (no upgrade or downgrade in place: doc/shared.md §4).
  */
 static void
-sql_refuse_other_kind(const char *resource, int permits)
+sql_refuse_other_kind(const char *resource, int kind)
 {
 	int			held = redlock_locktable_kind(resource);
 
-	if (held < 0 || held == permits)
+	if (held == REDLOCK_KIND_NONE || held == kind)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("resource \"%s\" is held by this session as %s, not as %s",
-					resource, sql_kind_words(held), sql_kind_words(permits)),
-			 errdetail("A resource name is either a lock or a semaphore, whose callers all give the same number of permits."),
+					resource, sql_kind_words(held), sql_kind_words(kind)),
+			 (held > 0 || kind > 0)
+			 ? errdetail("A resource name is either a lock or a semaphore, whose callers all give the same number of permits.")
+			 : errdetail("A session holds a resource in one mode at a time: a lock is not upgraded or downgraded in place."),
 			 errhint("Release it first, or use another resource name.")));
 }
 
@@ -239,11 +246,12 @@ sql_report_not_acquired(const char *resource, const char *what, int permits,
 }
 
 /*
- * Shared by redlock_acquire, redlock_xact_acquire and their _permit forms: the
- * arguments from argument first on are ttl_ms and wait_ms; permits 0 takes a lock.
+ * Shared by redlock_acquire, redlock_xact_acquire and their _permit and _shared forms:
+ * the arguments from argument first on are ttl_ms and wait_ms; kind as for
+ * redlock_lock_acquire.
  */
 static bool
-sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
+sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int kind, int first)
 {
 	char	   *resource = redlock_sqlarg_resource(fcinfo, 0);
 	int			ttl_ms = sql_arg_ttl(fcinfo, first, false, 0);
@@ -254,12 +262,12 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
 
 	redlock_sqlarg_refuse_parallel();
 	redlock_sqlarg_require_servers();
-	sql_refuse_other_kind(resource, permits);
+	sql_refuse_other_kind(resource, kind);
 	redlock_hooks_register();
 
 	bounded_by_lock_timeout = sql_bound_by_lock_timeout(&wait_ms);
 
-	if (redlock_lock_acquire(resource, permits, scope, ttl_ms, wait_ms, &was_lost,
+	if (redlock_lock_acquire(resource, kind, scope, ttl_ms, wait_ms, &was_lost,
 							 &result) == REDLOCK_HELD)
 	{
 		if (was_lost)
@@ -270,8 +278,8 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int permits, int first)
 		return true;
 	}
 
-	sql_report_not_acquired(resource, psprintf("resource \"%s\"", resource), permits, &result,
-							bounded_by_lock_timeout, wait_ms);
+	sql_report_not_acquired(resource, psprintf("resource \"%s\"", resource), Max(kind, 0),
+							&result, bounded_by_lock_timeout, wait_ms);
 	return false;
 }
 
@@ -305,7 +313,7 @@ sql_acquire_set(FunctionCallInfo fcinfo, RedlockScope scope)
 	redlock_sqlarg_refuse_parallel();
 	redlock_sqlarg_require_servers();
 	for (int k = 0; k < n; k++)
-		if (redlock_locktable_kind(resources[k]) >= 0)
+		if (redlock_locktable_kind(resources[k]) != REDLOCK_KIND_NONE)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("resource \"%s\" is held by this session already", resources[k]),
@@ -348,7 +356,7 @@ PG_FUNCTION_INFO_V1(redlock_acquire);
 Datum
 redlock_acquire(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_SESSION, 0, 1));
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_SESSION, REDLOCK_KIND_LOCK, 1));
 }
 
 /*
@@ -364,7 +372,49 @@ PG_FUNCTION_INFO_V1(redlock_xact_acquire);
 Datum
 redlock_xact_acquire(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_XACT, 0, 1));
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_XACT, REDLOCK_KIND_LOCK, 1));
+}
+
+/*
+ * redlock_acquire_shared(resource text, ttl_ms integer DEFAULT 30000, wait_ms integer
+ *		DEFAULT 0) RETURNS boolean (1.7)
+ *
+ * Takes a session-scoped shared lock on resource (doc/shared.md): any number of
+ * sessions, in any cluster, hold it shared at once, and none while an exclusive lock
+ * (redlock_acquire) holds it; an exclusive acquire waits until the shared holders are
+ * gone.  Each attempt runs one script per master that adds this hold unless the key
+ * holds an exclusive holder's token or a waiting exclusive acquire's intent (§3: new
+ * shared holders queue behind a waiting writer); held when a quorum added it within
+ * the TTL (spec §3), a failed attempt undone at once, retries as for redlock_acquire
+ * (spec §4).  ttl_ms and wait_ms in ms, holds, re-acquire and the scope's end as for
+ * redlock_acquire; released by redlock_release(resource); redlock_extend and
+ * redlock.auto_extend work on it as on a lock.  No holder record is written and no
+ * fencing token is issued.
+ *
+ * Returns true when held, false when an exclusive holder holds it (or a writer waits).
+ * Errors: those of redlock_acquire; 55000 this session holds resource exclusively or
+ * as a permit.
+ */
+PG_FUNCTION_INFO_V1(redlock_acquire_shared);
+Datum
+redlock_acquire_shared(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_SESSION, REDLOCK_KIND_SHARED, 1));
+}
+
+/*
+ * redlock_xact_acquire_shared(resource text, ttl_ms integer DEFAULT 30000, wait_ms
+ *		integer DEFAULT 0) RETURNS boolean (1.7)
+ *
+ * As redlock_acquire_shared, but transaction-scoped, as redlock_xact_acquire: released
+ * right after the transaction ends, and a commit after its validity ran out fails with
+ * 55P03.  Same arguments, result and errors.
+ */
+PG_FUNCTION_INFO_V1(redlock_xact_acquire_shared);
+Datum
+redlock_xact_acquire_shared(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sql_acquire(fcinfo, REDLOCK_SCOPE_XACT, REDLOCK_KIND_SHARED, 1));
 }
 
 /*
@@ -649,7 +699,7 @@ redlock_extend(PG_FUNCTION_ARGS)
  * tokens").  The first call of a hold takes it from a quorum of the masters (two
  * round trips); later calls return the same number while the lock is valid.
  * Errors: 22004 NULL resource; 22023 bad resource; 25000 in a parallel worker; 55000
- * not held by this session; 55P03 lost (validity ran out, the masters no longer hold
+ * not held by this session; 0A000 held shared (doc/shared.md §4); 55P03 lost (validity ran out, the masters no longer hold
  * its token, or the configuration changed; in the last two cases it is forgotten);
  * 08006 fewer than a quorum of masters answered (the lock is kept).
  */
@@ -663,6 +713,13 @@ redlock_fencing_token(PG_FUNCTION_ARGS)
 	RedlockResult result;
 
 	redlock_sqlarg_refuse_parallel();
+	if (redlock_locktable_kind(resource) == REDLOCK_KIND_SHARED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing tokens are not issued for shared locks"),
+				 errdetail("Resource \"%s\" is held shared by this session; shared holders do not exclude one another, so a token could not order their writes.",
+						   resource),
+				 errhint("Take the lock exclusively with redlock_acquire() to fence writes.")));
 	switch (redlock_lock_fencing_token(resource, &fence, &cause, &result))
 	{
 		case REDLOCK_HELD:
@@ -725,8 +782,8 @@ redlock_release_all(PG_FUNCTION_ARGS)
  * worker), lost (the worker gave up on it), last_renewal (NULL before the first) and
  * renewals; from 1.6 permits (a semaphore's permit: its permits; NULL for a lock) and
  * set_id (locks acquired together by redlock_acquire(text[]) share it; NULL for a lock
- * acquired alone).  Fills as many columns as the installed SQL definition has (10, 14
- * or 16).
+ * acquired alone); from 1.7 mode ('exclusive' or 'shared').  Fills as many columns as
+ * the installed SQL definition has (10, 14, 16 or 17).
  * Raises nothing of its own.
  */
 PG_FUNCTION_INFO_V1(redlock_locks);
@@ -735,13 +792,15 @@ redlock_locks(PG_FUNCTION_ARGS)
 {
 #define REDLOCK_LOCKS_COLS_1_0 10
 #define REDLOCK_LOCKS_COLS_1_3 14
-#define REDLOCK_LOCKS_COLS 16
+#define REDLOCK_LOCKS_COLS_1_6 16
+#define REDLOCK_LOCKS_COLS 17
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	RedlockLockInfo *locks;
 	int			n;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS &&
+		rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS_1_6 &&
 		rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS_1_3 &&
 		rsinfo->setDesc->natts != REDLOCK_LOCKS_COLS_1_0)
 		elog(ERROR, "incorrect number of output arguments");
@@ -772,6 +831,7 @@ redlock_locks(PG_FUNCTION_ARGS)
 		nulls[14] = (lock->permits == 0);
 		values[15] = Int64GetDatum(lock->set_id);
 		nulls[15] = (lock->set_id == 0);
+		values[16] = CStringGetTextDatum(lock->shared ? "shared" : "exclusive");
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

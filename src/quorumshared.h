@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * quorumshared.h
+ *	  Shared holds (quorumshared.c): how one lives on a master (doc/shared.md), as the
+ *	  scripts of quorum.c and quorumshared.c write it, the Lua they share, and the
+ *	  module's functions.  The names and the marker are redlock.h's.
+ *
+ * Invariant, on each master: while any shared holder's hold is valid there, the
+ * resource's own key exists and holds the marker, and expires no earlier than that
+ * hold.  So the exclusive path (SET NX, the set script's EXISTS) needs no change to
+ * refuse a resource held shared, and a shared acquire refuses a key that holds
+ * anything but the marker (a token: an exclusive holder).  Each holder's expiry lives
+ * in the readers hash beside the key, in the master's own clock (TIME), as the key's
+ * expiry does; the key's expiry is set absolute (PEXPIREAT), to the latest of them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REDLOCK_QUORUMSHARED_H
+#define REDLOCK_QUORUMSHARED_H
+
+#include "redlock.h"
+
+/* Lua: the local now, the master's time in ms (TIME, as key expiry counts it). */
+#define REDLOCK_SHARED_NOW_LUA \
+	"local t = redis.call(\"time\") " \
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+
+/*
+ * Lua, where the key holds the marker: the hold of token ARGV[1] ends on this master
+ * (spec §5 for a shared hold).  Holds whose time ran out go too; the key then expires
+ * with the latest hold left, or goes when none is left, and PUBLISH_LUA (a statement,
+ * or nothing) announces that.  Returns 1 when this hold was there and still valid,
+ * else 0, as the exclusive release answers.
+ */
+#define REDLOCK_SHARED_RELEASE_LUA(PUBLISH_LUA) \
+	"local h = " REDLOCK_READERS_KEY_LUA " " \
+	REDLOCK_SHARED_NOW_LUA \
+	"local mine = tonumber(redis.call(\"hget\", h, ARGV[1]) or \"0\") " \
+	"redis.call(\"hdel\", h, ARGV[1]) " \
+	"local all = redis.call(\"hgetall\", h) local last = 0 " \
+	"for i = 1, #all, 2 do if all[i] ~= \"\" then " \
+	"local x = tonumber(all[i + 1]) " \
+	"if x <= now then redis.call(\"hdel\", h, all[i]) elseif x > last then last = x end " \
+	"end end " \
+	"if last == 0 then redis.call(\"del\", KEYS[1], h) " PUBLISH_LUA " " \
+	"else local s = string.format(\"%.0f\", last) redis.call(\"hset\", h, \"\", s) " \
+	"redis.call(\"pexpireat\", KEYS[1], s) redis.call(\"pexpireat\", h, s) end " \
+	"if mine > now then return 1 else return 0 end "
+
+/*
+ * Lua, where the key holds the marker: the hold of token ARGV[1], while still valid
+ * on this master, now lasts ARGV[2] ms (spec §6 for a shared hold); the key lasts at
+ * least as long.  Returns 1 when extended, else 0.
+ */
+#define REDLOCK_SHARED_EXTEND_LUA \
+	"local h = " REDLOCK_READERS_KEY_LUA " " \
+	REDLOCK_SHARED_NOW_LUA \
+	"local mine = tonumber(redis.call(\"hget\", h, ARGV[1]) or \"0\") " \
+	"if mine <= now then return 0 end " \
+	"local e = now + tonumber(ARGV[2]) local s = string.format(\"%.0f\", e) " \
+	"redis.call(\"hset\", h, ARGV[1], s) " \
+	"if e > tonumber(redis.call(\"hget\", h, \"\") or \"0\") then " \
+	"redis.call(\"hset\", h, \"\", s) " \
+	"redis.call(\"pexpireat\", KEYS[1], s) redis.call(\"pexpireat\", h, s) end " \
+	"return 1 "
+
+struct RedlockWaiter;			/* waiters.h */
+
+extern void RedlockQuorumSharedInit(void);
+extern void redlock_quorum_acquire_shared(RedlockNodeSet *set, const char *key,
+										  char *token, int ttl_ms, int wait_ms,
+										  struct RedlockWaiter *waiter, bool behind,
+										  RedlockResult *result);
+extern bool redlock_quorumshared_seen(const RedlockNodeOutcome *gets, int count);
+extern void redlock_quorumshared_intent_command(RedlockCommand *command,
+												const char *intent_key,
+												const char *ttl_text);
+
+#endif							/* REDLOCK_QUORUMSHARED_H */
