@@ -509,6 +509,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	/* A lock waiting for shared holders posts its intent (doc/shared.md §3). */
 	bool		may_intend = nkeys == 1 && announce == NULL && wait_ms != 0;
 	char	   *intent_key = NULL;
+	char		intent_ttl_text[16];
 	int			nrun;
 
 	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_PERMITS);
@@ -684,7 +685,8 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		if (shared_seen)
 		{
 			intent_key = psprintf("%s" REDLOCK_INTENT_KEY_SUFFIX, keys[0]);
-			redlock_quorumshared_intent_command(&commands[nsent], intent_key, ttl_text);
+			redlock_quorumshared_intent_command(&commands[nsent], intent_key, ttl_ms,
+												intent_ttl_text);
 			nrun = nsent + 1;
 		}
 

@@ -26,6 +26,7 @@
 #include "common/hashfn.h"
 
 #include "call.h"
+#include "guc.h"
 #include "node.h"
 #include "quorum.h"
 #include "quorumshared.h"
@@ -115,15 +116,25 @@ redlock_quorumshared_seen(const RedlockNodeOutcome *gets, int count)
 /*
  * redlock_quorumshared_intent_command
  *		Fills command with a waiting exclusive acquire's intent on intent_key (the
- *		resource's key and REDLOCK_INTENT_KEY_SUFFIX): SET intent_key token PX ttl_text,
- *		which nobody waits for; the caller puts each attempt's token in argv[2] (the
- *		intent then names the attempt, whose undo of it, quorum.c, deletes only its
- *		own).  doc/shared.md §3.  Raises nothing.
+ *		resource's key and REDLOCK_INTENT_KEY_SUFFIX): SET intent_key token PX ms, which
+ *		nobody waits for; the caller puts each attempt's token in argv[2] (the intent
+ *		then names the attempt, whose undo of it, quorum.c, deletes only its own).
+ *		doc/shared.md §3.
+ *
+ * The intent needs to outlive only the gap until the acquire's next attempt renews it:
+ * a retry delay with its jitter, and an attempt's time (a master's timeout, or a
+ * connect), twice over; never more than the lock's TTL, ttl_ms.  So a writer cut short
+ * (cancelled, killed) keeps new shared holders out that long at most.  ttl_text: a
+ * buffer of 16 bytes, kept by the caller while the command is used.  Raises nothing.
  */
 void
 redlock_quorumshared_intent_command(RedlockCommand *command, const char *intent_key,
-									const char *ttl_text)
+									int ttl_ms, char *ttl_text)
 {
+	int			gap_ms = redlock_retry_delay_ms + redlock_retry_jitter_ms +
+		redlock_timeout_ms + redlock_connect_timeout_ms;
+
+	snprintf(ttl_text, 16, "%d", Min(ttl_ms, 2 * gap_ms));
 	memset(command, 0, sizeof(*command));
 	command->need = -1;
 	command->accept = redlock_tally_one;

@@ -73,7 +73,7 @@ extern void redlock_quorum_acquire_shared(RedlockNodeSet *set, const char *key,
 										  RedlockResult *result);
 extern bool redlock_quorumshared_seen(const RedlockNodeOutcome *gets, int count);
 extern void redlock_quorumshared_intent_command(RedlockCommand *command,
-												const char *intent_key,
-												const char *ttl_text);
+												const char *intent_key, int ttl_ms,
+												char *ttl_text);
 
 #endif							/* REDLOCK_QUORUMSHARED_H */
