@@ -23,7 +23,7 @@
 # Here: node_conf, setup, set_servers, the delay proxies, run_scenario and run, the psql
 # clients of the long jobs.  The other parts, one job a file:
 #   Checker/Scenarios.pm  the scenarios: each one's run() options (scenario, lease_scenarios,
-#                         permit_scenarios, set_scenarios)
+#                         permit_scenarios, set_scenarios, shared_scenarios)
 #   Checker/Schedules.pm  the fault schedules the scenarios share
 #   Checker/Faults.pm     the fault injector a schedule drives (Checker::Faults)
 #   Checker/Report.pm     a run's figures, their description and tables, and the
@@ -49,9 +49,11 @@ use RedisMasters;
 use Checker::Faults;
 use Checker::Report qw(check_fence check_permits check_run describe fence_table_header
   fence_table_line job_table_header job_table_line permit_table_header permit_table_line
-  table_header table_line _fence_figures _job_figures _lease_figures _permit_figures _rows
+  table_header table_line _fence_figures _job_figures _lease_figures _permit_figures
+  _shared_figures _rows
   _state_windows);
-use Checker::Scenarios qw(lease_scenarios permit_scenarios scenario set_scenarios);
+use Checker::Scenarios qw(lease_scenarios permit_scenarios scenario set_scenarios
+  shared_scenarios);
 
 my $DIR = File::Spec->rel2abs(dirname(__FILE__));
 my @all_proxies;
@@ -442,6 +444,12 @@ sub _start_lease_clients
 #   redlock_acquire(text[]) (checker_set_attempt in checker.sql), and claims the guard of
 #   each: a guard already held is a violation.  set_extend_ttl_ms: the holder extends
 #   the set to that TTL halfway through its work, and gives up if that fails.
+#   shared (1): each attempt takes its resource shared (redlock_acquire_shared) three
+#   times in four, else exclusively (checker_shared_attempt in checker.sql): a shared
+#   holder counts itself in the guard's readers and must find no exclusive holder; an
+#   exclusive holder must find neither.  A writer waits 2 x work_ms + 1 s (long enough
+#   to post its intent and see the readers drain), a reader wait_ms.  shared_extend_ttl_ms: extend halfway through
+#   the work to that TTL, and give up if that fails.
 #   permits (k): the resources are semaphores of k permits, taken with
 #   redlock_acquire_permit (checker_permit_attempt in checker.sql): each holder claims
 #   by counting the others inside (k or more: a violation; another holder of its slot:
@@ -508,6 +516,16 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 	elsif ($permits)
 	{
 		$text .= "CALL checker_permit_attempt('$prefix' || :r, $permits, $ttl, $wait, $work);\n";
+	}
+	elsif ($o{shared})
+	{
+		# A writer waits long enough to post its intent and see the readers drain
+		# (doc/shared.md §3): twice the work and a second.
+		my $writer_wait = 2 * $work + 1000;
+		$text .= "\\set m random(1, 4)\n"
+		  . "\\set w case when :m > 1 then $wait else $writer_wait end\n"
+		  . "CALL checker_shared_attempt('$prefix' || :r, :m > 1, $ttl, :w, $work"
+		  . ($o{shared_extend_ttl_ms} ? ", $o{shared_extend_ttl_ms}" : '') . ");\n";
 	}
 	elsif ($o{sets})
 	{
@@ -620,6 +638,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		fence => $fence,
 		permits => $permits,
 		sets => $o{sets},
+		shared => $o{shared},
 		expect_inversions => $o{expect_inversions} // 0,
 		skew_callers_ms => $o{skew_callers_ms} // 0,
 		expect_stale_landed => $o{expect_stale_landed} // 0,
@@ -729,6 +748,7 @@ FROM checker_violations ORDER BY at})
 	];
 	$r{violations} = scalar @{ $r{violation_rows} };
 	_permit_figures($node, \%r) if $permits;
+	_shared_figures($node, \%r) if $o{shared};
 	_job_figures($node, $log, $t0, $f, \%r) if $job;
 	_lease_figures($node, $log, \%r) if $job && $job->{roles};
 	_fence_figures($node, $t0, \%r) if $fence;

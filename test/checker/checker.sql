@@ -12,7 +12,9 @@
 --      redlock_release.
 -- A semaphore's permits (redlock_acquire_permit) are proved by counting instead: see
 -- checker_permit_attempt.  A set of two resources (redlock_acquire(text[])) claims the
--- guard of each: see checker_set_attempt at the end.
+-- guard of each: see checker_set_attempt.  A shared lock (redlock_acquire_shared) counts
+-- itself in the guard's readers, and an exclusive holder of the same resources finds none
+-- there: see checker_shared_attempt at the end.
 -- Every violation is a row in checker_violations (time, resource, who, what, and the other
 -- holder's pid, claim time and validity).  Every attempt is a row in checker_attempts
 -- (times, outcome acquired/busy/error, SQLSTATE), from which the figures are computed.
@@ -40,6 +42,8 @@ DROP PROCEDURE IF EXISTS checker_permit_unclaim(text, timestamptz, integer, inte
 DROP PROCEDURE IF EXISTS checker_permit_job(text, integer, integer, integer, integer, integer,
 	integer);
 DROP PROCEDURE IF EXISTS checker_permit_job_end(text, text);
+DROP PROCEDURE IF EXISTS checker_shared_attempt(text, boolean, integer, integer, integer,
+	integer);
 DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer);
 DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer,
 	integer);
@@ -51,7 +55,8 @@ CREATE UNLOGGED TABLE checker_guard (
 	holder integer,				-- backend pid inside the critical section, or NULL
 	since timestamptz,			-- when it claimed the guard
 	valid_until timestamptz,	-- its lock's validity end (redlock_locks().valid_until)
-	acquired_at timestamptz		-- long jobs: when its redlock_acquire returned (names its hold)
+	acquired_at timestamptz,	-- long jobs: when its redlock_acquire returned (names its hold)
+	readers integer NOT NULL DEFAULT 0	-- shared holders inside (checker_shared_attempt)
 );
 
 CREATE UNLOGGED TABLE checker_attempts (
@@ -94,7 +99,9 @@ CREATE UNLOGGED TABLE checker_attempts (
 	-- permits of a semaphore (checker_permit_attempt, checker_permit_job) only:
 	permits integer,				-- the semaphore's permits (k)
 	slot integer,					-- the slot held: redlock_locks().key ends in '#<slot>'
-	inside integer					-- holders inside at our claim, ourselves included
+	inside integer,					-- holders inside at our claim, ourselves included
+	-- shared locks (checker_shared_attempt) only:
+	mode text						-- shared | exclusive
 );
 
 -- The guarded resource of the fenced attempts: the token of the last write that landed.
@@ -1120,6 +1127,128 @@ BEGIN
 			CASE WHEN ext_st IS NULL AND ext IS FALSE THEN 1 ELSE 0 END,
 			CASE WHEN ext_st IS NOT NULL THEN 1 ELSE 0 END,
 			ext IS FALSE, CASE WHEN ext IS FALSE THEN 'extend ' || coalesce(ext_st, 'false') END);
+	COMMIT;
+END;
+$$;
+
+-- A shared or an exclusive hold of one resource (redlock_acquire_shared or
+-- redlock_acquire), proved on the guard row: a shared holder counts itself in readers and
+-- must find no exclusive holder there; an exclusive holder must find neither a holder nor
+-- readers.  Each claim is committed at once, and given back (committed) before the
+-- release, as checker_attempt does.  p_extend_ttl_ms: extend halfway through the work to
+-- that TTL, and stop working if that fails.
+CREATE PROCEDURE checker_shared_attempt(p_resource text, p_shared boolean, p_ttl_ms integer,
+										p_wait_ms integer, p_work_ms integer,
+										p_extend_ttl_ms integer DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	t_start timestamptz := clock_timestamp();
+	t_acq timestamptz;
+	v_mode text := CASE WHEN p_shared THEN 'shared' ELSE 'exclusive' END;
+	got boolean;
+	st text;
+	msg text;
+	det text;
+	n integer;
+	v_nodes integer;
+	v_validity integer;
+	v_until timestamptz;
+	v_inside integer;
+	rel boolean;
+	g checker_guard;
+	ext boolean;
+	ext_st text;
+BEGIN
+	BEGIN
+		IF p_shared THEN
+			got := redlock_acquire_shared(p_resource, p_ttl_ms, p_wait_ms);
+		ELSE
+			got := redlock_acquire(p_resource, p_ttl_ms, p_wait_ms);
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message, mode)
+		VALUES (pg_backend_pid(), p_resource, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''), v_mode);
+		COMMIT;
+		RETURN;
+	END;
+	t_acq := clock_timestamp();
+	IF NOT got THEN
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, mode)
+		VALUES (pg_backend_pid(), p_resource, t_start, t_acq, 'busy', v_mode);
+		COMMIT;
+		RETURN;
+	END IF;
+	SELECT l.nodes, l.validity_ms, l.valid_until INTO v_nodes, v_validity, v_until
+	FROM redlock_locks() l WHERE l.resource = p_resource;
+	COMMIT;
+
+	-- The claim: nobody exclusive inside; for an exclusive holder, no reader either.
+	SELECT * INTO g FROM checker_guard WHERE resource = p_resource FOR UPDATE;
+	IF g.holder IS NOT NULL OR (NOT p_shared AND g.readers > 0) THEN
+		INSERT INTO checker_violations
+		VALUES (clock_timestamp(), p_resource, pg_backend_pid(), 'claim', g.holder, g.since,
+				g.valid_until, t_acq, v_nodes, v_validity);
+	END IF;
+	IF p_shared THEN
+		UPDATE checker_guard SET readers = readers + 1 WHERE resource = p_resource
+		RETURNING readers INTO v_inside;
+	ELSE
+		UPDATE checker_guard SET holder = pg_backend_pid(), since = clock_timestamp(),
+			valid_until = v_until
+		WHERE resource = p_resource AND holder IS NULL;
+		v_inside := 1;
+	END IF;
+	COMMIT;
+
+	IF p_extend_ttl_ms IS NULL THEN
+		PERFORM pg_sleep(p_work_ms / 1000.0);
+	ELSE
+		PERFORM pg_sleep(p_work_ms / 2000.0);
+		BEGIN
+			ext := redlock_extend(p_resource, p_extend_ttl_ms);
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS ext_st = RETURNED_SQLSTATE;
+			ext := false;
+		END;
+		COMMIT;
+		IF ext THEN
+			PERFORM pg_sleep(p_work_ms / 2000.0);
+		END IF;
+	END IF;
+
+	-- Give the claim back; a reader count or a guard gone meanwhile is a violation too.
+	IF p_shared THEN
+		UPDATE checker_guard SET readers = readers - 1
+		WHERE resource = p_resource AND readers > 0;
+	ELSE
+		UPDATE checker_guard SET holder = NULL, since = NULL, valid_until = NULL
+		WHERE resource = p_resource AND holder = pg_backend_pid();
+	END IF;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	IF n <> 1 THEN
+		INSERT INTO checker_violations (at, resource, pid, what, acquired_at, nodes, validity_ms)
+		VALUES (clock_timestamp(), p_resource, pg_backend_pid(), 'unclaim', t_acq, v_nodes,
+				v_validity);
+	END IF;
+	COMMIT;
+	BEGIN
+		rel := redlock_release(p_resource);
+	EXCEPTION WHEN OTHERS THEN
+		rel := NULL;
+	END;
+	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, nodes, validity_ms, overran,
+								  released, extends, extend_false, extend_errors, gave_up,
+								  gave_up_why, inside, mode)
+	VALUES (pg_backend_pid(), p_resource, t_start, t_acq, 'acquired', v_nodes, v_validity,
+			clock_timestamp() > v_until, rel,
+			CASE WHEN p_extend_ttl_ms IS NULL THEN 0 ELSE 1 END,
+			CASE WHEN ext_st IS NULL AND ext IS FALSE THEN 1 ELSE 0 END,
+			CASE WHEN ext_st IS NOT NULL THEN 1 ELSE 0 END,
+			ext IS FALSE, CASE WHEN ext IS FALSE THEN 'extend ' || coalesce(ext_st, 'false') END,
+			v_inside, v_mode);
 	COMMIT;
 END;
 $$;

@@ -18,7 +18,10 @@
 # 3, no two holders of a slot; the controls: more than 3), permits-auto-extend on the
 # preloaded node for 3 x N seconds.  And the sets (redlock_acquire(text[]), 1.6): sets of 2
 # of 6 resources under the same faults, judged by their guards (a guard held already is a
-# violation; the controls must show some).
+# violation; the controls must show some).  And the shared locks (redlock_acquire_shared,
+# 1.7): shared (3 in 4) and exclusive holds of 2 resources under the same faults, judged
+# by the guard's holder and readers, and by Checker::check_shared (2 or more shared
+# holders inside at once at some moment).
 #
 # Runs each scenario against 5 plain masters or 5 with appendfsync always, prints the
 # details of each run, then one table of figures.  TAP output: each scenario must show
@@ -49,7 +52,8 @@ my @names = @ARGV
   fence-force-release unsafe-fence-force-release-unfenced
   fast-clock-1 fast-clock-2 fast-clock-1-q4 fence-kill-majority-aof unsafe-fence-restart-empty
   fence-skew-restart-delayed unsafe-fence-skew-masters-back long-job unsafe-long-job-no-cancel),
-	Checker::lease_scenarios(), Checker::permit_scenarios(), Checker::set_scenarios());
+	Checker::lease_scenarios(), Checker::permit_scenarios(), Checker::set_scenarios(),
+	Checker::shared_scenarios());
 
 my %masters = (
 	plain => RedisMasters->new(5),

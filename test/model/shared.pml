@@ -15,9 +15,10 @@
  * On a master: val is 0 (no key), MARK (shared holders), or an exclusive hold's number.
  * A shared acquire is refused where val is an exclusive hold; where val is 0 it starts
  * afresh (MARK, no readers); it records the reader's time left (its TTL) and pushes
- * the key's out to it if longer.  A shared release removes the reader, drops
- * readers whose time ran out, and sets the key's time to the longest left, or deletes
- * the key when none is left.  An exclusive release deletes the key if it holds its
+ * the key's out to it if longer.  A shared release removes the reader; when no reader
+ * is left it deletes the key, else when its time was the key's it sets the key's time
+ * to the longest left (readers whose time ran out are gone already), else it leaves the
+ * key as it is.  An exclusive release deletes the key if it holds its
  * number.  A client decides at any moment from the replies so far: held when a quorum
  * granted and validity is left (TTL - DRIFT, less the ticks since the attempt went
  * out); otherwise it undoes (its
@@ -158,6 +159,9 @@ inline apply(r)
 		if
 		:: val[x] == hid[y] -> drop_key(x)
 		:: val[x] == MARK ->
+			/* The latest hold's release sets the key's time to the longest left; another's
+			 * leaves it (the latest keeps it); the last one's deletes the key. */
+			mine = rl[x * C + y];
 			rl[x * C + y] = 0;
 			e = 0; i = 0;
 			do
@@ -170,10 +174,11 @@ inline apply(r)
 #else
 			if
 			:: e == 0 -> drop_key(x)
-			:: else -> kl[x] = e
+			:: e > 0 && mine >= kl[x] -> kl[x] = e
+			:: else -> skip
 			fi;
 #endif
-			e = 0
+			e = 0; mine = 0
 		:: else -> skip
 		fi;
 		rq[r] = NONE
@@ -239,7 +244,7 @@ inline decide()
 
 proctype client(byte c)
 {
-	byte k = 1, m, r, i, cnt, x, y, e;
+	byte k = 1, m, r, i, cnt, x, y, e, mine;
 
 	do
 	:: k > ATT -> break
@@ -281,7 +286,7 @@ proctype client(byte c)
 
 proctype master(byte m0)
 {
-	byte x, y, i, e;
+	byte x, y, i, e, mine;
 
 end:
 	do

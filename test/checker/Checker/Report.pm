@@ -14,12 +14,32 @@ use warnings;
 use Exporter 'import';
 use Test::More ();
 
-our @EXPORT_OK = qw(check_fence check_permits check_run describe fence_table_header
+our @EXPORT_OK = qw(check_fence check_permits check_run check_shared describe fence_table_header
   fence_table_line job_table_header job_table_line permit_table_header permit_table_line
-  table_header table_line _fence_figures _job_figures _lease_figures _permit_figures _rows
+  table_header table_line _fence_figures _job_figures _lease_figures _permit_figures
+  _shared_figures _rows
   _state_windows);
 
 # ---- figures ----
+
+# The figures of a run on shared locks (run's shared), into R: acquisitions by mode
+# (shared_acquired, exclusive_acquired), the most shared holders inside at once
+# (max_readers: counted at each shared claim, the claimant included) and how many
+# shared claims found other readers inside (claims_shared).
+sub _shared_figures
+{
+	my ($node, $r) = @_;
+	($r->{shared_acquired}, $r->{exclusive_acquired}, $r->{max_readers}, $r->{claims_shared})
+	  = @{
+		(
+			_rows($node, q{
+SELECT count(*) FILTER (WHERE mode = 'shared'), count(*) FILTER (WHERE mode = 'exclusive'),
+	coalesce(max(inside) FILTER (WHERE mode = 'shared'), 0),
+	count(*) FILTER (WHERE mode = 'shared' AND inside >= 2)
+FROM checker_attempts WHERE outcome = 'acquired'}))[0]
+	  };
+	return;
+}
 
 # The figures of a run on semaphores (run's permits: k), into R, from the claims
 # (checker_permit_claim in checker.sql), each of which counted the holders inside: the
@@ -611,6 +631,12 @@ sub describe
 	}
 	$s .= _describe_fence($r) if $r->{fence};
 	$s .= _describe_permits($r) if $r->{permits};
+	$s .= sprintf(
+		"   shared locks: %d shared and %d exclusive acquisitions; most shared holders"
+		  . " inside at once %d; %d shared claims found other readers inside\n",
+		$r->{shared_acquired}, $r->{exclusive_acquired}, $r->{max_readers},
+		$r->{claims_shared})
+	  if $r->{shared};
 	$s .= sprintf("   VIOLATIONS: %d%s\n", $r->{violations},
 		$r->{expect_violations} ? ' (negative control: expected > 0)'
 		: $r->{violations_by_design} ? " (not judged: $r->{violations_by_design})"
@@ -775,6 +801,22 @@ sub check_run
 	}
 	check_fence($r) if $r->{fence};
 	check_permits($r) if $r->{permits};
+	check_shared($r) if $r->{shared};
+	return;
+}
+
+# The Test::More checks of a run on shared locks R (check_run, and run-long): both
+# modes were acquired, and at some moment 2 or more shared holders were inside at once
+# (a shared lock that let one holder in at a time, a plain lock, fails here).
+sub check_shared
+{
+	my ($r) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $name = $r->{name};
+	Test::More::cmp_ok($r->{exclusive_acquired}, '>', 0, "$name: exclusive holds were acquired");
+	Test::More::cmp_ok($r->{max_readers}, '>=', 2,
+		"$name: 2 or more shared holders were inside at once at some moment"
+		  . " ($r->{claims_shared} shared claims found others inside)");
 	return;
 }
 

@@ -5,8 +5,10 @@
 #   my @names = Checker::lease_scenarios();  # issue 21's scenarios and their controls
 #   my @names = Checker::permit_scenarios(); # the semaphores' (1.5) and their controls
 #   my @names = Checker::set_scenarios();    # the sets' (1.6) and their controls
+#   my @names = Checker::shared_scenarios(); # the shared locks' (1.7) and their controls
 #
-# Checker.pm imports scenario, lease_scenarios, permit_scenarios and set_scenarios: callers name them
+# Checker.pm imports scenario, lease_scenarios, permit_scenarios, set_scenarios and
+# shared_scenarios: callers name them
 # Checker::...
 
 package Checker::Scenarios;
@@ -21,7 +23,7 @@ use Checker::Schedules qw(_all_restart_delayed _delayed_out _extend_faults _fast
   _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
-our @EXPORT_OK = qw(lease_scenarios permit_scenarios scenario set_scenarios);
+our @EXPORT_OK = qw(lease_scenarios permit_scenarios scenario set_scenarios shared_scenarios);
 
 # ---- scenarios ----
 #
@@ -60,6 +62,12 @@ my $PERMITS_RUN = {
 my $SETS_RUN = {
 	sets => 1,
 	resources => 6,
+	work_ms => 20,
+};
+
+my $SHARED_RUN = {
+	shared => 1,
+	resources => 2,
 	work_ms => 20,
 };
 
@@ -611,6 +619,87 @@ my %SCENARIOS = (
 		expect_violations => 1,
 		faults => sub { _majority_restart(@_) },
 	},
+	# ---- shared locks: redlock_acquire_shared (1.7) ----
+	# Three attempts in four take their resource shared, the others exclusively
+	# (checker_shared_attempt in checker.sql): a shared holder must find no exclusive
+	# holder inside, an exclusive holder neither; the faults are those of the lock
+	# scenarios of the same name.
+
+	'shared-plain' => {
+		desc => 'no fault; shared (3 in 4) and exclusive holds of 2 resources',
+		masters => 'plain',
+		%{ $SHARED_RUN },
+	},
+	'shared-kill' => {
+		desc => 'the faults of kill-minority-delayed on shared and exclusive holds of 2'
+		  . ' resources: kill -9 of 1 or 2 masters (rolling), each kept down 1.2 x TTL + 0.3 s',
+		masters => 'plain',
+		%{ $SHARED_RUN },
+		faults => sub { $SCENARIOS_REF->{'kill-minority-delayed'}{faults}->(@_) },
+	},
+	'shared-sigstop' => {
+		desc => 'the faults of sigstop on shared and exclusive holds of 2 resources: SIGSTOP'
+		  . ' of 1 or 2 masters for 0.2-1 s, then SIGCONT (queued scripts run late)',
+		masters => 'plain',
+		%{ $SHARED_RUN },
+		faults => sub { $SCENARIOS_REF->{'sigstop'}{faults}->(@_) },
+	},
+	'shared-latency' => {
+		desc => 'the faults of latency on shared and exclusive holds of 2 resources: delay'
+		  . ' proxies in front of 3 masters, 1-15 ms, 10-40 ms, 30-60 ms each way',
+		masters => 'plain',
+		proxies => 3,
+		%{ $SHARED_RUN },
+		faults => sub { $SCENARIOS_REF->{'latency'}{faults}->(@_) },
+	},
+	'shared-majority-restart-aof' => {
+		desc => 'the faults of kill-majority-aof on shared and exclusive holds of 2'
+		  . ' resources: kill -9 of 3 of 5 masters restarted at once, appendfsync always',
+		masters => 'aof',
+		%{ $SHARED_RUN },
+		ttl_ms => 10000,
+		work_ms => 1000,
+		faults => sub { _majority_restart(@_) },
+	},
+	'shared-extend' => {
+		desc => 'shared and exclusive holds of 2 resources held past their TTL by'
+		  . ' redlock_extend halfway: TTL 300 ms, work 400 ms, extended to 300 ms at 200 ms;'
+		  . ' the faults of sigstop (extensions run late on frozen masters)',
+		masters => 'plain',
+		%{ $SHARED_RUN },
+		ttl_ms => 300,
+		work_ms => 400,
+		shared_extend_ttl_ms => 300,
+		faults => sub { $SCENARIOS_REF->{'sigstop'}{faults}->(@_) },
+	},
+	'unsafe-shared-no-extend' => {
+		desc => 'NEGATIVE CONTROL: shared-extend without the extension (TTL 300 ms, work'
+		  . ' 400 ms): what the extension keeps safe',
+		masters => 'plain',
+		%{ $SHARED_RUN },
+		ttl_ms => 300,
+		work_ms => 400,
+		expect_violations => 1,
+	},
+	'unsafe-shared-short-ttl' => {
+		desc => 'NEGATIVE CONTROL: shared and exclusive holds of a TTL of 20 ms, shorter than'
+		  . ' the 60 ms critical section',
+		masters => 'plain',
+		%{ $SHARED_RUN },
+		ttl_ms => 20,
+		work_ms => 60,
+		expect_violations => 1,
+	},
+	'unsafe-shared-majority-restart' => {
+		desc => 'NEGATIVE CONTROL: kill -9 of 3 of 5 masters restarted at once without'
+		  . ' persistence while shared and exclusive holds are held',
+		masters => 'plain',
+		%{ $SHARED_RUN },
+		ttl_ms => 10000,
+		work_ms => 3000,
+		expect_violations => 1,
+		faults => sub { _majority_restart(@_) },
+	},
 	'permits-auto-extend' => {
 		desc => 'auto-extended permits (TTL 3 s) of 2 semaphores of 3 permits held by jobs of'
 		  . ' 6 s (3 transactions of 4 writes 500 ms apart), no cancel swallowed; the faults'
@@ -762,6 +851,14 @@ sub set_scenarios
 {
 	return qw(sets-plain sets-kill sets-sigstop sets-latency sets-majority-restart-aof
 	  sets-extend unsafe-sets-no-extend unsafe-sets-short-ttl unsafe-sets-majority-restart);
+}
+
+# The names of the shared lock scenarios and their controls, in run order.
+sub shared_scenarios
+{
+	return qw(shared-plain shared-kill shared-sigstop shared-latency
+	  shared-majority-restart-aof shared-extend unsafe-shared-no-extend
+	  unsafe-shared-short-ttl unsafe-shared-majority-restart);
 }
 
 # The names of the issue 21 scenarios and their controls, in run order.
