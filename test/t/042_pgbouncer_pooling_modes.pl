@@ -1,6 +1,6 @@
 # PgBouncer (Debian's) in front of a cluster, in transaction and in session pooling:
-# - transaction pooling: redlock_xact_acquire (and redlock_xact_acquire_permit, and the
-#   set form redlock_xact_acquire(text[])) works
+# - transaction pooling: redlock_xact_acquire (and redlock_xact_acquire_permit, the set
+#   form redlock_xact_acquire(text[]) and redlock_xact_acquire_shared) works
 #   through it (two clients exclude each other, the commit releases);
 # - transaction pooling: a session lock is a hazard, shown: it stays with the server
 #   backend after its client disconnects, and the next client that gets that backend
@@ -97,6 +97,20 @@ is($redis->holding('bounced-set-3', 0), 0, '... and sets nothing');
 is($redis->holding("bounced-set-$_", 5), 5, "... bounced-set-$_ is on all 5 masters") for 1, 2;
 sql($a, 'COMMIT');
 is($redis->holding("bounced-set-$_", 0), 0, "... the commit releases bounced-set-$_") for 1, 2;
+
+# A shared lock (1.7), transaction-scoped: two readers through the pool, no writer.
+sql($a, 'BEGIN');
+($out) = sql($a, "SELECT redlock_xact_acquire_shared('bounced-shared', 30000)");
+is($out, 't', 'transaction pooling: redlock_xact_acquire_shared in a transaction');
+sql($b, 'BEGIN');
+($out) = sql($b, "SELECT redlock_xact_acquire_shared('bounced-shared', 30000)");
+is($out, 't', '... another client through the pool shares it');
+sql($b, 'COMMIT');
+is($redis->holding('bounced-shared', 5), 5, '... its commit leaves the first one\'s hold on all 5 masters');
+($out) = sql($b, "BEGIN; SELECT redlock_xact_acquire('bounced-shared', 30000); COMMIT");
+is($out, 'f', '... an exclusive acquire through the pool is refused');
+sql($a, 'COMMIT');
+is($redis->holding('bounced-shared', 0), 0, '... the last commit releases it');
 $a->quit;
 $b->quit;
 
