@@ -126,6 +126,9 @@ ok(wait_until(10, sub { masters_with("ledger$intent") eq '0,1,2,3,4' }),
 	'beta: a waiting writer posts its intent on every master');
 my @intent_ttl = $redis->redis_all('PTTL', "ledger$intent");
 ok(!grep({ $_ <= 0 || $_ > 30000 } @intent_ttl), "... with its TTL (PTTLs @intent_ttl)");
+($out) = sql($b1, "SELECT string_agg(coalesce(resource, '?') || ':' || held || ':' || masters, ',') FROM redlock_cluster_locks()");
+is($out, 'ledger:true:5',
+	'redlock_cluster_locks shows ledger held on 5 masters, and neither its readers hash nor the intent');
 ($out) = sql($a2, "SELECT redlock_acquire_shared('ledger', 60000)");
 is($out, 'f', 'alpha: a new shared acquire is refused while the writer waits');
 ($out) = sql($b1, "SELECT redlock_acquire_shared('ledger', 60000, 500)");
