@@ -179,6 +179,80 @@ sub skew_callers
 	return;
 }
 
+# The acquisitions of run R counted while the masters were in STATE (a fault window's
+# name, as in R's states), or 0.
+sub acquired_in
+{
+	my ($r, $state) = @_;
+	my ($w) = grep { $_->[0] eq $state } @{ $r->{states} };
+	return $w ? $w->[2] : 0;
+}
+
+# Runs scenario NAME on NODE for SECONDS (run_scenario, the masters from SETS) and checks
+# what every run must pass (check_run); a negative control that saw no violation runs
+# again, up to $o{runs} runs in all (default 1).  Notes the description; returns the
+# figures.  For the short TAP files.
+sub run_checked
+{
+	my ($node, $sets, $name, $seconds, %o) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $r = run_scenario($node, $sets, $name, seconds => $seconds);
+	for (my $run = 2; $r->{expect_violations} && $r->{violations} == 0 && $run <= ($o{runs} // 1); $run++)
+	{
+		Test::More::note("$name: no violation in this run; run $run of at most $o{runs}");
+		$r = run_scenario($node, $sets, $name, seconds => $seconds);
+	}
+	Test::More::note(describe($r));
+	check_run($r);
+	return $r;
+}
+
+# The short run of a kind of lock whose scenarios are named KIND-plain, KIND-kill,
+# KIND-sigstop, KIND-latency, KIND-majority-restart-aof, KIND-extend and the controls
+# unsafe-KIND-no-extend, unsafe-KIND-short-ttl, unsafe-KIND-majority-restart (sets,
+# shared): each run checked (run_checked) for the seconds its faults need, holds
+# acquired while 2 masters were down and while one was frozen, extensions made and
+# work done past the TTL on them; then the table.  ONLY: a hash of the scenario names
+# to run (empty: all).  For test/t/016 and 017.
+sub run_kind_suite
+{
+	my ($node, $sets, $kind, $only) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my @table;
+	my $one = sub {
+		my ($name, $seconds, %o) = @_;
+		return if %$only && !$only->{$name};
+		my $r = run_checked($node, $sets, $name, $seconds, %o);
+		push @table, $r;
+		return $r;
+	};
+	$one->("$kind-plain", 4);
+	if (my $r = $one->("$kind-kill", 6))
+	{
+		Test::More::cmp_ok(acquired_in($r, '2 killed'), '>', 0,
+			"$kind-kill: holds were acquired while 2 of 5 masters were down");
+	}
+	if (my $r = $one->("$kind-sigstop", 5))
+	{
+		Test::More::cmp_ok(acquired_in($r, '1 stopped'), '>', 0,
+			"$kind-sigstop: holds were acquired while a master was frozen");
+	}
+	$one->("$kind-latency", 4);
+	$one->("$kind-majority-restart-aof", 6);
+	if (my $r = $one->("$kind-extend", 5))
+	{
+		Test::More::cmp_ok($r->{extends}, '>', 0, "$kind-extend: holds were extended ($r->{extends})");
+		Test::More::cmp_ok($r->{acquired} - $r->{gave_up}, '>', 0,
+			"$kind-extend: holders worked past their TTL on the extension ("
+			  . ($r->{acquired} - $r->{gave_up}) . ", $r->{gave_up} gave up)");
+	}
+	$one->("unsafe-$kind-no-extend", 3);
+	$one->("unsafe-$kind-short-ttl", 3);
+	$one->("unsafe-$kind-majority-restart", 6, runs => 2);
+	Test::More::diag("\n" . table_header() . join('', map { table_line($_) } @table));
+	return;
+}
+
 # Runs scenario NAME on NODE with the masters it asks for, from SETS ({ plain => $redis,
 # aof => $redis_aof }); starts and stops its delay proxies and points redlock.servers at
 # them (or at the masters).  OVERRIDES replace run() options (seconds, clients, ...).

@@ -44,6 +44,7 @@ DROP PROCEDURE IF EXISTS checker_permit_job(text, integer, integer, integer, int
 DROP PROCEDURE IF EXISTS checker_permit_job_end(text, text);
 DROP PROCEDURE IF EXISTS checker_shared_attempt(text, boolean, integer, integer, integer,
 	integer);
+DROP PROCEDURE IF EXISTS checker_work(text[], integer, integer, boolean, text);
 DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer);
 DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer,
 	integer);
@@ -1028,6 +1029,37 @@ $$;
 -- With p_extend_ttl_ms, the holder works half of p_work_ms, extends the set
 -- (redlock_extend(text[]), one round) to that TTL, and works the other half only when
 -- the extension returned true; otherwise it gives up at once (gave_up in its row).
+-- The work of a set or shared holder: p_work_ms of sleep; with p_extend_ttl_ms,
+-- redlock_extend of the resources to that TTL halfway (one resource: the text form), and
+-- the rest of the work only when it returned true.  ext: its result (false also when it
+-- raised), ext_st: the SQLSTATE it raised, or NULL.
+CREATE PROCEDURE checker_work(p_resources text[], p_work_ms integer, p_extend_ttl_ms integer,
+							  INOUT ext boolean, INOUT ext_st text)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	IF p_extend_ttl_ms IS NULL THEN
+		PERFORM pg_sleep(p_work_ms / 1000.0);
+		RETURN;
+	END IF;
+	PERFORM pg_sleep(p_work_ms / 2000.0);
+	BEGIN
+		IF cardinality(p_resources) = 1 THEN
+			ext := redlock_extend(p_resources[1], p_extend_ttl_ms);
+		ELSE
+			ext := redlock_extend(p_resources, p_extend_ttl_ms);
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS ext_st = RETURNED_SQLSTATE;
+		ext := false;
+	END;
+	COMMIT;
+	IF ext THEN
+		PERFORM pg_sleep(p_work_ms / 2000.0);
+	END IF;
+END;
+$$;
+
 CREATE PROCEDURE checker_set_attempt(p_prefix text, p_a integer, p_b integer,
 									 p_ttl_ms integer, p_wait_ms integer, p_work_ms integer,
 									 p_extend_ttl_ms integer DEFAULT NULL)
@@ -1088,21 +1120,7 @@ BEGIN
 	WHERE resource = ANY (set_of) AND holder IS NULL;
 	COMMIT;
 
-	IF p_extend_ttl_ms IS NULL THEN
-		PERFORM pg_sleep(p_work_ms / 1000.0);
-	ELSE
-		PERFORM pg_sleep(p_work_ms / 2000.0);
-		BEGIN
-			ext := redlock_extend(set_of, p_extend_ttl_ms);
-		EXCEPTION WHEN OTHERS THEN
-			GET STACKED DIAGNOSTICS ext_st = RETURNED_SQLSTATE;
-			ext := false;
-		END;
-		COMMIT;
-		IF ext THEN
-			PERFORM pg_sleep(p_work_ms / 2000.0);
-		END IF;
-	END IF;
+	CALL checker_work(set_of, p_work_ms, p_extend_ttl_ms, ext, ext_st);
 
 	-- Give back the guards still ours; one taken over meanwhile is a violation too.
 	UPDATE checker_guard SET holder = NULL, since = NULL, valid_until = NULL
@@ -1203,21 +1221,7 @@ BEGIN
 	END IF;
 	COMMIT;
 
-	IF p_extend_ttl_ms IS NULL THEN
-		PERFORM pg_sleep(p_work_ms / 1000.0);
-	ELSE
-		PERFORM pg_sleep(p_work_ms / 2000.0);
-		BEGIN
-			ext := redlock_extend(p_resource, p_extend_ttl_ms);
-		EXCEPTION WHEN OTHERS THEN
-			GET STACKED DIAGNOSTICS ext_st = RETURNED_SQLSTATE;
-			ext := false;
-		END;
-		COMMIT;
-		IF ext THEN
-			PERFORM pg_sleep(p_work_ms / 2000.0);
-		END IF;
-	END IF;
+	CALL checker_work(ARRAY[p_resource], p_work_ms, p_extend_ttl_ms, ext, ext_st);
 
 	-- Give the claim back; a reader count or a guard gone meanwhile is a violation too.
 	IF p_shared THEN

@@ -39,14 +39,6 @@ sub ran_ok
 	return;
 }
 
-# Acquisitions counted while the masters were in STATE.
-sub acquired_in
-{
-	my ($r, $state) = @_;
-	my ($w) = grep { $_->[0] eq $state } @{ $r->{states} };
-	return $w ? $w->[2] : undef;
-}
-
 my @table;
 
 # --- minority killed (delayed restart) and SIGSTOP: zero violations, still live ---
@@ -57,9 +49,9 @@ ran_ok($r);
 is($r->{violations}, 0, 'minority killed with delayed restart, and SIGSTOP: no violation')
   or diag(Checker::describe($r));
 cmp_ok($r->{acquired}, '>', 0, 'locks were acquired (liveness)');
-cmp_ok(acquired_in($r, '2 killed') // 0, '>', 0,
+cmp_ok(Checker::acquired_in($r, '2 killed') // 0, '>', 0,
 	'locks were acquired while 2 of 5 masters were down (a majority is up)');
-cmp_ok(acquired_in($r, '1 stopped') // 0, '>', 0,
+cmp_ok(Checker::acquired_in($r, '1 stopped') // 0, '>', 0,
 	'locks were acquired while 1 master was frozen with SIGSTOP');
 cmp_ok($r->{min_nodes}, '>=', 3, 'no acquisition counted fewer than 3 masters');
 
@@ -70,7 +62,7 @@ push @table, $r;
 ran_ok($r);
 is($r->{violations}, 0, 'added latency on 3 of 5 masters: no violation')
   or diag(Checker::describe($r));
-cmp_ok(acquired_in($r, '3 slow 1-15ms') // 0, '>', 0,
+cmp_ok(Checker::acquired_in($r, '3 slow 1-15ms') // 0, '>', 0,
 	'locks were acquired while 3 masters were 1-15 ms away');
 
 # --- a failed attempt is undone on a master that was restarted (spec §3 step 5) ---

@@ -38,14 +38,6 @@ my %only = map { $_ => 1 } split /,/, $ENV{RL_CHECKER_PERMITS} // '';
 
 my @table;
 
-# Acquisitions counted while the masters were in STATE.
-sub acquired_in
-{
-	my ($r, $state) = @_;
-	my ($w) = grep { $_->[0] eq $state } @{ $r->{states} };
-	return $w ? $w->[2] : 0;
-}
-
 # Runs scenario NAME for SECONDS and checks what must hold in every run
 # (Checker::check_run: the clients ran to the end, permits were acquired, no error but
 # 08006, no violation or some for a negative control; Checker::check_permits: 2 or more
@@ -66,15 +58,8 @@ sub scenario_ok
 		Checker::setup($preloaded);
 		$on = $preloaded;
 	}
-	my $r = Checker::run_scenario($on, \%masters, $name, seconds => $seconds);
-	for (my $run = 2; $r->{expect_violations} && $r->{violations} == 0 && $run <= ($o{runs} // 1); $run++)
-	{
-		note("$name: no violation in this run; run $run of at most $o{runs}");
-		$r = Checker::run_scenario($on, \%masters, $name, seconds => $seconds);
-	}
+	my $r = Checker::run_checked($on, \%masters, $name, $seconds, %o);
 	push @table, $r;
-	note(Checker::describe($r));
-	Checker::check_run($r);
 	return $r;
 }
 
@@ -86,7 +71,7 @@ scenario_ok('permits-plain', 5);
 
 if (my $r = scenario_ok('permits-kill', 8))
 {
-	cmp_ok(acquired_in($r, '2 killed'), '>', 0,
+	cmp_ok(Checker::acquired_in($r, '2 killed'), '>', 0,
 		'permits-kill: permits were acquired while 2 of 5 masters were down');
 }
 
@@ -94,7 +79,7 @@ if (my $r = scenario_ok('permits-kill', 8))
 
 if (my $r = scenario_ok('permits-sigstop', 7))
 {
-	cmp_ok(acquired_in($r, '1 stopped'), '>', 0,
+	cmp_ok(Checker::acquired_in($r, '1 stopped'), '>', 0,
 		'permits-sigstop: permits were acquired while a master was frozen');
 }
 

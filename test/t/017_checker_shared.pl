@@ -34,62 +34,7 @@ my $node = RedisMasters::redlock_node('checker', $masters{plain}, Checker::node_
 Checker::setup($node);
 my %only = map { $_ => 1 } split /,/, $ENV{RL_CHECKER_SHARED} // '';
 
-my @table;
-
-# Acquisitions counted while the masters were in STATE.
-sub acquired_in
-{
-	my ($r, $state) = @_;
-	my ($w) = grep { $_->[0] eq $state } @{ $r->{states} };
-	return $w ? $w->[2] : 0;
-}
-
-# Runs scenario NAME for SECONDS and checks what must hold in every run (Checker::check_run:
-# the clients ran to the end, sets were acquired, no error but 08006, no violation or
-# some for a negative control).  A negative control that saw nothing runs again, up to
-# RUNS times.  Returns the figures, or undef when skipped.
-sub scenario_ok
-{
-	my ($name, $seconds, %o) = @_;
-	return if %only && !$only{$name};
-	local $Test::Builder::Level = $Test::Builder::Level + 1;
-	my $r = Checker::run_scenario($node, \%masters, $name, seconds => $seconds);
-	for (my $run = 2; $r->{expect_violations} && $r->{violations} == 0 && $run <= ($o{runs} // 1); $run++)
-	{
-		note("$name: no violation in this run; run $run of at most $o{runs}");
-		$r = Checker::run_scenario($node, \%masters, $name, seconds => $seconds);
-	}
-	push @table, $r;
-	note(Checker::describe($r));
-	Checker::check_run($r);
-	return $r;
-}
-
-scenario_ok('shared-plain', 4);
-if (my $r = scenario_ok('shared-kill', 6))
-{
-	cmp_ok(acquired_in($r, '2 killed'), '>', 0,
-		'shared-kill: holds were acquired while 2 of 5 masters were down');
-}
-if (my $r = scenario_ok('shared-sigstop', 5))
-{
-	cmp_ok(acquired_in($r, '1 stopped'), '>', 0,
-		'shared-sigstop: holds were acquired while a master was frozen');
-}
-scenario_ok('shared-latency', 4);
-scenario_ok('shared-majority-restart-aof', 6);
-if (my $r = scenario_ok('shared-extend', 5))
-{
-	cmp_ok($r->{extends}, '>', 0, "shared-extend: holds were extended ($r->{extends})");
-	cmp_ok($r->{acquired} - $r->{gave_up}, '>', 0,
-		'shared-extend: holders worked past their TTL on the extension ('
-		  . ($r->{acquired} - $r->{gave_up}) . ", $r->{gave_up} gave up)");
-}
-scenario_ok('unsafe-shared-no-extend', 3);
-scenario_ok('unsafe-shared-short-ttl', 3);
-scenario_ok('unsafe-shared-majority-restart', 6, runs => 2);
-
-diag("\n" . Checker::table_header() . join('', map { Checker::table_line($_) } @table));
+Checker::run_kind_suite($node, \%masters, 'shared', \%only);
 
 RedisMasters::no_crash($node);
 done_testing();

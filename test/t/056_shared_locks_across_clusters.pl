@@ -144,6 +144,31 @@ sql($writer, "SELECT redlock_release('ledger')");
 ($out) = sql($a2, "SELECT redlock_acquire_shared('ledger', 60000)");
 is($out, 't', 'alpha: shared holders are admitted again');
 
+# A steady stream of overlapping readers (three, in both clusters, each holding 300 ms,
+# then at once again, staggered) keeps the key marked without a gap: a writer still gets
+# in, since its intent stops the stream, and the readers, who wait, get in after it.
+my @stream = map { session($_) } $alpha, $beta, $alpha;
+for my $k (0 .. 2)
+{
+	$stream[$k]->start("DO \$\$ BEGIN FOR i IN 1..20 LOOP"
+		  . " IF NOT redlock_acquire_shared('stream', 10000, 10000) THEN RAISE 'reader refused'; END IF;"
+		  . " PERFORM pg_sleep(0.3); PERFORM redlock_release('stream'); END LOOP; END \$\$");
+	usleep(100_000);
+}
+usleep(500_000);
+my $t_writer = time;
+($out) = sql($b2, "SELECT redlock_acquire('stream', 10000, 8000)");
+my $writer_waited = time - $t_writer;
+is($out, 't', 'beta: a writer gets a resource that a stream of overlapping readers keeps marked');
+cmp_ok($writer_waited, '<', 3, sprintf('... after %.2f s: its intent stopped the stream', $writer_waited));
+sql($b2, "SELECT redlock_release('stream')");
+for my $k (0 .. 2)
+{
+	($out, $err) = $stream[$k]->finish;
+	is($err, '', "reader $k: every acquire of its stream succeeded, waiting behind the writer when it had to");
+}
+$_->quit for @stream;
+
 # A writer cancelled while it waits: its intent expires within its short TTL (twice the
 # gap between attempts: 2 x (100 + 200 + 50 + 200) ms here).
 my $doomed = session($beta);
