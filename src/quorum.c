@@ -27,9 +27,9 @@
 #include "node.h"
 #include "nodeset.h"
 #include "quorum.h"
+#include "quorumshared.h"
 #include "redlock.h"
 #include "retry.h"
-#include "quorumshared.h"
 #include "stats.h"
 #include "tally.h"
 #include "validity.h"
@@ -38,8 +38,9 @@
 /*
  * Where the key is not ours, a holder record of our token may still be there: the
  * record's SET NX succeeded on a master where the lock's did not (the key was held by
- * a client that writes no record, or by shared holders, who write none).  Both release scripts delete it, so that a refused
- * attempt's undo, or the release of a lock held on the other masters, leaves nothing.
+ * a client that writes no record, or by shared holders, who write none).  Both release
+ * scripts delete it, so that a refused attempt's undo, or the release of a lock held on
+ * the other masters, leaves nothing.
  */
 #define QUORUM_STRAY_RECORD_LUA \
 	"local h = redis.pcall(\"get\", " REDLOCK_HOLDER_KEY_LUA ") " \
@@ -66,7 +67,8 @@ static RedlockScript release_script = {
 	"local a = ARGV[2] or KEYS[1] "
 	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. a, KEYS[1]) "
 	"return n elseif v == \"" REDLOCK_SHARED_MARK "\" then " QUORUM_STRAY_RECORD_LUA
-	REDLOCK_SHARED_RELEASE_LUA("redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1])")
+	REDLOCK_SHARED_RELEASE_LUA("redis.call(\"publish\", \""
+							   REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1])")
 	"else " QUORUM_STRAY_RECORD_LUA "return 0 end",
 	.redeliver = true
 };
