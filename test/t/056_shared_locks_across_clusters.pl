@@ -10,7 +10,7 @@
 #   holders; gone when it gets the lock; a killed writer's intent expires within its TTL.
 # - A shared hold's expiry on the masters: one never released lets the writer in at its
 #   TTL; its extension then finds it lost.  The worker keeps an auto-extended shared hold
-#   past its TTL.  Two masters killed: still shared and exclusive, and exclusion holds.
+#   past its TTL, and cancels its owner's statement when a forced release evicts it.  Two masters killed: still shared and exclusive, and exclusion holds.
 #   A cancelled shared waiter and an exit leave no hold.
 
 use strict;
@@ -233,6 +233,22 @@ is($out, 't', '... but not a shared one');
 sql($job, "SELECT redlock_release('nightly')");
 sql($b1, "SELECT redlock_release('nightly')");
 
+# An auto-extended shared hold evicted by redlock_force_release: the worker's next
+# renewal finds it gone, and the owner's running statement is cancelled (cancel on loss).
+($out) = sql($job, "SELECT redlock_acquire_shared('evicted', 1500)");
+is($out, 't', 'alpha: an auto-extended shared hold of evicted, TTL 1.5 s');
+$job->start("SELECT pg_sleep(20)");
+usleep(300_000);
+($out) = sql($b1, "SELECT redlock_force_release('evicted')");
+is($out, '5', 'beta: redlock_force_release deletes it on all 5 masters');
+is(join(',', $redis->redis_all('EXISTS', "evicted$readers")), '0,0,0,0,0', '... with its readers hash');
+my (undef, $evicted_err, $evicted_secs) = $job->finish;
+like($evicted_err, qr/57014.*evicted/s, "... and the owner's statement is cancelled, naming the lock (57014)");
+cmp_ok($evicted_secs, '<', 5, sprintf('... after %.1f s, not the 20 s sleep', $evicted_secs));
+($out) = sql($job, "SELECT count(*) FROM redlock_locks() WHERE NOT lost");
+is($out, '0', '... and it holds nothing it believes valid');
+sql($job, "SELECT redlock_release_all()");
+
 # --- masters fail ---
 
 $redis->kill9($_) for 3, 4;
@@ -277,7 +293,10 @@ is($out, 't', "alpha: a shared holder's exit releases its hold for a writer");
 sql($b1, "SELECT redlock_release_all()");
 
 $_->quit for ($a1, $a2, $b1, $b2, $job, $writer, $doomed);
-my @dbsize = $redis->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'DBSIZE');
-is(join(',', @dbsize), '0,0,0,0,0', 'every key, hash and intent gone from every master');
+# Only the fencing counter redlock_force_release raised is left, on masters 0-2 (masters 3
+# and 4 were killed and restarted empty after it).
+my @dbsize = $redis->wait_all(5, sub { join(',', @_) eq '1,1,1,0,0' }, 'DBSIZE');
+is(join(',', @dbsize), '1,1,1,0,0',
+	'every key, hash and intent gone from every master; the fencing counter left on masters 0-2');
 RedisMasters::no_crash($_) for values %node;
 done_testing();
