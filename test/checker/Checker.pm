@@ -522,7 +522,9 @@ sub _start_lease_clients
 #   times in four, else exclusively (checker_shared_attempt in checker.sql): a shared
 #   holder counts itself in the guard's readers and must find no exclusive holder; an
 #   exclusive holder must find neither.  A writer waits 2 x work_ms + 1 s (long enough
-#   to post its intent and see the readers drain), a reader wait_ms.  shared_extend_ttl_ms: extend halfway through
+#   to post its intent and see the readers drain), a reader wait_ms.
+#   expect_readers_together: check_shared demands 2 or more readers inside at once at
+#   some moment.  shared_extend_ttl_ms: extend halfway through
 #   the work to that TTL, and give up if that fails.
 #   permits (k): the resources are semaphores of k permits, taken with
 #   redlock_acquire_permit (checker_permit_attempt in checker.sql): each holder claims
@@ -713,6 +715,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		permits => $permits,
 		sets => $o{sets},
 		shared => $o{shared},
+		expect_readers_together => $o{expect_readers_together} // 0,
 		expect_inversions => $o{expect_inversions} // 0,
 		skew_callers_ms => $o{skew_callers_ms} // 0,
 		expect_stale_landed => $o{expect_stale_landed} // 0,

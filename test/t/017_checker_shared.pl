@@ -5,8 +5,8 @@
 # exclusive holder nor readers (checker_shared_attempt).  Under no fault, a minority
 # killed (delayed restart), masters frozen with SIGSTOP, latency on 3 masters, a majority
 # restarted from its AOF, and holds kept past their TTL by redlock_extend under SIGSTOP,
-# the only pass is zero violations, with 2 or more shared holders inside at once at some
-# moment.  The negative controls (the same without the extension; a TTL shorter than the
+# the only pass is zero violations, with (where the work is short) 2 or more shared
+# holders inside at once at some moment.  The negative controls (the same without the extension; a TTL shorter than the
 # work; a majority restarted without persistence) must show violations, or the checker
 # is blind.
 # test/checker/run-long runs them longer.

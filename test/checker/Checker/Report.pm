@@ -806,17 +806,23 @@ sub check_run
 }
 
 # The Test::More checks of a run on shared locks R (check_run, and run-long): both
-# modes were acquired, and at some moment 2 or more shared holders were inside at once
-# (a shared lock that let one holder in at a time, a plain lock, fails here).
+# modes were acquired; and, where the scenario expects it (expect_readers_together: short
+# work, so that readers overlap whatever the writers do), at some moment 2 or more shared
+# holders were inside at once (a shared lock that let one holder in at a time, a plain
+# lock, fails here).  With long work the waiting writers' intents can keep readers apart
+# for a whole run, as designed (doc/shared.md §3).
 sub check_shared
 {
 	my ($r) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	my $name = $r->{name};
 	Test::More::cmp_ok($r->{exclusive_acquired}, '>', 0, "$name: exclusive holds were acquired");
-	Test::More::cmp_ok($r->{max_readers}, '>=', 2,
-		"$name: 2 or more shared holders were inside at once at some moment"
-		  . " ($r->{claims_shared} shared claims found others inside)");
+	if ($r->{expect_readers_together})
+	{
+		Test::More::cmp_ok($r->{max_readers}, '>=', 2,
+			"$name: 2 or more shared holders were inside at once at some moment"
+			  . " ($r->{claims_shared} shared claims found others inside)");
+	}
 	return;
 }
 

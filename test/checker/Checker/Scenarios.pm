@@ -69,6 +69,7 @@ my $SHARED_RUN = {
 	shared => 1,
 	resources => 2,
 	work_ms => 20,
+	expect_readers_together => 1,
 };
 
 my $SCENARIOS_REF;
@@ -657,6 +658,7 @@ my %SCENARIOS = (
 		  . ' resources: kill -9 of 3 of 5 masters restarted at once, appendfsync always',
 		masters => 'aof',
 		%{ $SHARED_RUN },
+		expect_readers_together => 0,
 		ttl_ms => 10000,
 		work_ms => 1000,
 		faults => sub { _majority_restart(@_) },
@@ -667,6 +669,7 @@ my %SCENARIOS = (
 		  . ' the faults of sigstop (extensions run late on frozen masters)',
 		masters => 'plain',
 		%{ $SHARED_RUN },
+		expect_readers_together => 0,
 		ttl_ms => 300,
 		work_ms => 400,
 		shared_extend_ttl_ms => 300,
@@ -677,6 +680,7 @@ my %SCENARIOS = (
 		  . ' 400 ms): what the extension keeps safe',
 		masters => 'plain',
 		%{ $SHARED_RUN },
+		expect_readers_together => 0,
 		ttl_ms => 300,
 		work_ms => 400,
 		expect_violations => 1,
@@ -686,6 +690,7 @@ my %SCENARIOS = (
 		  . ' the 60 ms critical section',
 		masters => 'plain',
 		%{ $SHARED_RUN },
+		expect_readers_together => 0,
 		ttl_ms => 20,
 		work_ms => 60,
 		expect_violations => 1,
@@ -695,6 +700,7 @@ my %SCENARIOS = (
 		  . ' persistence while shared and exclusive holds are held',
 		masters => 'plain',
 		%{ $SHARED_RUN },
+		expect_readers_together => 0,
 		ttl_ms => 10000,
 		work_ms => 3000,
 		expect_violations => 1,
