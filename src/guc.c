@@ -48,6 +48,7 @@ int			redlock_commit_margin_ms = 100;
 bool		redlock_auto_extend = false;
 bool		redlock_record_holder = true;
 bool		redlock_cancel_on_loss = true;
+bool		redlock_test_commit_guard_first = true;	/* a setting in test builds only */
 int			redlock_max_auto_extended_locks = 1000;
 int			redlock_max_auto_extended_locks_per_role = 100;
 int			redlock_quorum = 0;
@@ -637,6 +638,24 @@ RedlockGucInit(void)
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
+
+#ifdef USE_ASSERT_CHECKING
+
+	/*
+	 * Test builds only (test/run's and test/mutate/run's, with assertions): off
+	 * leaves the commit guard where it was first registered, behind the transaction
+	 * callbacks of extensions first used later, as before issue 38, so that the
+	 * checker's negative control can watch what the guard's place prevents.
+	 */
+	DefineCustomBoolVariable("redlock.test_commit_guard_first",
+							 "Test builds only: keeps the commit guard ahead of other extensions' commit work.",
+							 NULL,
+							 &redlock_test_commit_guard_first,
+							 true,
+							 PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+#endif
 
 	MarkGUCPrefixReserved("redlock");
 	defining_gucs = false;

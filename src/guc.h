@@ -24,6 +24,7 @@ extern int	redlock_commit_margin_ms;
 extern bool redlock_auto_extend;
 extern bool redlock_record_holder;
 extern bool redlock_cancel_on_loss;
+extern bool redlock_test_commit_guard_first;
 extern int	redlock_max_auto_extended_locks;
 extern int	redlock_max_auto_extended_locks_per_role;
 extern int	redlock_quorum;

@@ -748,6 +748,33 @@ redlock_lock_first_lost_in_xact(const char **reason)
 	return NULL;
 }
 
+/*
+ * redlock_lock_first_guarding
+ *		Returns (palloc'd) the resource of a lock this session holds whose loss must
+ *		stop its owner's work (auto-extended, taken with redlock.cancel_on_loss on),
+ *		or NULL: what PREPARE TRANSACTION must not escape.  Raises only out-of-memory
+ *		errors.
+ */
+const char *
+redlock_lock_first_guarding(void)
+{
+	HASH_SEQ_STATUS scan;
+	RedlockHeldLock *lock;
+
+	if (registered_total == 0)
+		return NULL;
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		if (lock->watch == NULL || lock->releasing ||
+			!redlock_lease_guards_commits(lock->watch))
+			continue;
+		hash_seq_term(&scan);
+		return pstrdup(lock->resource);
+	}
+	return NULL;
+}
+
 /* Ends the current transaction's holds on lock; arg points to "commit". */
 static void
 lt_end_xact_holds(RedlockHeldLock *lock, void *arg)

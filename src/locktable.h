@@ -104,6 +104,7 @@ extern int	redlock_lock_list(RedlockLockInfo **locks);
 extern bool redlock_lock_xact_pending(void);
 extern bool redlock_lock_xact_acquired(void);
 extern const char *redlock_lock_first_expired_xact(void);
+extern const char *redlock_lock_first_guarding(void);
 extern const char *redlock_lock_first_lost_in_xact(const char **reason);
 extern void redlock_lock_xact_end(bool commit, RedlockReleaseReport report);
 extern void redlock_lock_subxact_end(bool commit, SubTransactionId subid,

@@ -26,6 +26,25 @@
  * The hooks are registered on first use rather than in _PG_init, so that a library
  * preloaded into the postmaster still registers them in each backend.
  *
+ * THE GUARD GOES FIRST.  PostgreSQL calls transaction callbacks newest first, and an
+ * extension may commit work elsewhere from its own PRE_COMMIT callback (postgres_fdw
+ * sends the remote COMMIT there): behind such a callback, our commit check would
+ * refuse after the remote work had committed.  So while this backend holds anything
+ * the check guards (redlock_lock_xact_pending), our transaction callback is moved to
+ * the front of PostgreSQL's list at the end of every statement (ExecutorEnd, and after
+ * a utility statement).  A library loaded or first used during a statement registers
+ * its callbacks then (postgres_fdw at its first connection, in the statement, trigger
+ * or function that first touches a foreign table), so it is behind ours by the end of
+ * that statement; one registered before ours is behind it anyway.  Every commit comes
+ * after the end of its last statement (the deferred triggers and cursors that commit
+ * runs end statements too): the check runs before any other extension's PRE_COMMIT
+ * work, whatever the order in which the extensions were loaded or first used.  Not
+ * covered: a callback registered by C code that no statement runs.  The move never
+ * runs inside our own callback (PostgreSQL reads an item's next after calling it).
+ * PREPARE TRANSACTION is refused while a lock whose loss must stop the work is held:
+ * COMMIT PREPARED may come at any later time, from any backend, after the lock is gone,
+ * and no check of ours runs there.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -38,6 +57,7 @@
 #include "tcop/utility.h"
 #include "utils/elog.h"
 
+#include "guc.h"
 #include "lease.h"
 #include "locktable.h"
 #include "messages.h"
@@ -45,9 +65,13 @@
 #include "xact.h"
 
 static bool hooks_registered = false;
+static bool xact_callback_running = false;	/* xact_guard_first must not move it */
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility_hook = NULL;
 static ExecutorStart_hook_type prev_executor_start_hook = NULL;
+static ExecutorEnd_hook_type prev_executor_end_hook = NULL;
+
+static void xact_callback(XactEvent event, void *arg);
 
 /*
  * Runs fn(arg) and turns any ERROR it raises into a WARNING saying when (what), for
@@ -125,13 +149,35 @@ xact_refuse_lost_leases(void)
 						 REDLOCK_HINT_AFTER_LOSS)));
 }
 
+/*
+ * PREPARE TRANSACTION: what it cannot carry (holds it added would outlive the session
+ * they belong to) and what it must not escape (a lock whose loss must stop the work;
+ * see the file's header).
+ */
 static void
-xact_callback(XactEvent event, void *arg pg_attribute_unused())
+xact_refuse_prepare(void)
 {
 	const char *resource;
 
-	if (!redlock_lock_xact_pending())
-		return;
+	if (redlock_lock_xact_acquired())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has acquired redlock locks")));
+	xact_refuse_lost_leases();
+	resource = redlock_lock_first_guarding();
+	if (resource)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction while this session holds the auto-extended lock on resource \"%s\"",
+						resource),
+				 errdetail("COMMIT PREPARED may come at any later time, from any session, after the lock is lost; nothing could stop it then."),
+				 errhint("Release the lock before PREPARE TRANSACTION, or turn redlock.cancel_on_loss off before acquiring it if its loss need not stop the work.")));
+}
+
+static void
+xact_callback_event(XactEvent event)
+{
+	const char *resource;
 
 	switch (event)
 	{
@@ -148,23 +194,46 @@ xact_callback(XactEvent event, void *arg pg_attribute_unused())
 						 errhint("Use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			/* Its holds would outlive the session they belong to. */
-			if (redlock_lock_xact_acquired())
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that has acquired redlock locks")));
-			xact_refuse_lost_leases();
+			xact_refuse_prepare();
 			break;
 		case XACT_EVENT_COMMIT:
 			xact_run_without_raising(xact_end_committed_xact, NULL, "after commit");
+			redlock_lease_xact_ended();
+			break;
+		case XACT_EVENT_PREPARE:
+			redlock_lease_xact_ended();
 			break;
 		case XACT_EVENT_ABORT:
 			redlock_lock_xact_end(false, redlock_warn_release);
 			redlock_lease_rearm(false);
+			redlock_lease_xact_ended();
 			break;
 		default:
 			break;
 	}
+}
+
+static void
+xact_callback(XactEvent event, void *arg pg_attribute_unused())
+{
+	xact_callback_running = true;	/* an ERROR leaves it set until the abort's call */
+	if (redlock_lock_xact_pending())
+		xact_callback_event(event);
+	xact_callback_running = false;
+}
+
+/*
+ * Moves the transaction callback to the front of PostgreSQL's list, where it runs
+ * before every other (the file's header says why and when).
+ */
+static void
+xact_guard_first(void)
+{
+	if (xact_callback_running || !redlock_test_commit_guard_first ||
+		!redlock_lock_xact_pending())
+		return;
+	UnregisterXactCallback(xact_callback, NULL);
+	RegisterXactCallback(xact_callback, NULL);
 }
 
 static void
@@ -213,7 +282,43 @@ xact_explain_cancel(ErrorData *edata)
 	}
 }
 
-/* DISCARD ALL, once it has run (it cannot inside a transaction block): the session locks. */
+static void
+xact_standard_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					  ProcessUtilityContext context, ParamListInfo params,
+					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (prev_process_utility_hook)
+		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context, params,
+								  queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+}
+
+/*
+ * DISCARD ALL, once it has run (it cannot inside a transaction block): the session
+ * locks.  The watchdog is hushed meanwhile: a reset query does no guarded work, and
+ * a pooler (PgBouncer's server_reset_query) drops a server whose reset fails.
+ */
+static void
+xact_discard_all(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				 ProcessUtilityContext context, ParamListInfo params,
+				 QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	redlock_lease_hush(true);
+	PG_TRY();
+	{
+		xact_standard_utility(pstmt, queryString, readOnlyTree, context, params,
+							  queryEnv, dest, qc);
+		(void) redlock_lock_release_session(redlock_warn_release);
+	}
+	PG_FINALLY();
+	{
+		redlock_lease_hush(false);
+	}
+	PG_END_TRY();
+}
+
 static void
 xact_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				ProcessUtilityContext context, ParamListInfo params,
@@ -223,15 +328,16 @@ xact_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyT
 	bool		discard_all = IsA(stmt, DiscardStmt) &&
 		((DiscardStmt *) stmt)->target == DISCARD_ALL;
 
-	redlock_lease_rearm(true);
-	if (prev_process_utility_hook)
-		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context, params,
-								  queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
 	if (discard_all)
-		(void) redlock_lock_release_session(redlock_warn_release);
+		xact_discard_all(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+						 dest, qc);
+	else
+	{
+		redlock_lease_rearm(true);
+		xact_standard_utility(pstmt, queryString, readOnlyTree, context, params,
+							  queryEnv, dest, qc);
+	}
+	xact_guard_first();			/* COPY into a foreign table runs no plan */
 }
 
 /* Every statement that runs a plan: the lease watchdog is armed (an error disarms it). */
@@ -243,6 +349,17 @@ xact_executor_start(QueryDesc *queryDesc, int eflags)
 		prev_executor_start_hook(queryDesc, eflags);
 	else
 		standard_ExecutorStart(queryDesc, eflags);
+}
+
+/* Every statement that ran a plan: the guard moves to the front (the file's header). */
+static void
+xact_executor_end(QueryDesc *queryDesc)
+{
+	if (prev_executor_end_hook)
+		prev_executor_end_hook(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+	xact_guard_first();			/* nested plans too: a trigger's, a function's */
 }
 
 /*
@@ -264,5 +381,7 @@ redlock_hooks_register(void)
 	ProcessUtility_hook = xact_process_utility;
 	prev_executor_start_hook = ExecutorStart_hook;
 	ExecutorStart_hook = xact_executor_start;
+	prev_executor_end_hook = ExecutorEnd_hook;
+	ExecutorEnd_hook = xact_executor_end;
 	hooks_registered = true;
 }
