@@ -77,6 +77,10 @@
 
 #define WATCHDOG_MS 50
 
+/* Why the watchdog cancelled when the lease was not (yet) lost. */
+#define LEASE_RUNNING_OUT_REASON \
+	"its validity time was running out without a renewal (the worker did not renew it in time)"
+
 /*---- the lease, under the registry's lock ----*/
 
 /*
@@ -267,11 +271,39 @@ static uint32 carried_lxid = 0;
 static char carried_resource[REDLOCK_MAX_RESOURCE_LEN + 1];
 static char carried_reason[REDLOCK_NODE_ERROR_LEN + 128];
 
+/*
+ * The commit check asks whether a gap ended after the transaction began, on
+ * redlock_clock_ms(); PostgreSQL keeps the transaction's start on the wall clock only.
+ * The wall clock's reading taken back from now gives it, unless the wall clock was
+ * stepped meanwhile (a step back would move the start past a gap, and let a refused
+ * commit through).  So each transaction end this backend sees while it watches a lease
+ * records both clocks: a step since then shows as a change of their offset, and that
+ * end, which came before this transaction began, stands in for the start.
+ */
+#define CLOCK_STEP_TOLERANCE_MS 1.0
+static bool boundary_known = false;
+static double boundary_ms;		/* redlock_clock_ms() at the last transaction end seen */
+static double boundary_offset_ms;	/* the wall clock's ms minus it, then */
+
 static RedlockLeaseWatch **watched = NULL;
 static volatile int nwatched = 0;
 static int	maxwatched = 0;
 static TimeoutId watchdog_id = MAX_TIMEOUTS;
 static RedlockLeaseWatch *volatile watchdog_fired = NULL;	/* not yet explained */
+
+/*
+ * The explanation of a cancel sent for a watch that ended before the cancel was raised
+ * (the lock released or let go of in between): kept, so that the error still says why.
+ */
+static volatile bool fired_gone = false;
+static char fired_gone_resource[REDLOCK_MAX_RESOURCE_LEN + 1];
+static char fired_gone_reason[REDLOCK_NODE_ERROR_LEN + 128];
+
+/*
+ * While set (DISCARD ALL), the watchdog sends no cancel and a watch that ends carries
+ * no refusal: DISCARD ALL runs alone in its transaction, which holds no guarded work.
+ */
+static volatile bool watchdog_hushed = false;
 
 /* This backend's local transaction number, which names the current transaction. */
 static uint32
@@ -333,8 +365,11 @@ lease_watchdog_tick(void)
 	if (lease_owner_idle())
 	{
 		watchdog_fired = NULL;	/* any cancel it sent was dropped */
+		fired_gone = false;
 		return;
 	}
+	if (watchdog_hushed)
+		return;
 	for (int i = 0; i < nwatched; i++)
 	{
 		RedlockLeaseWatch *w = watched[i];
@@ -418,7 +453,7 @@ redlock_lease_watch(const RedlockRegistryHandle *handle, const char *resource)
 void
 redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured)
 {
-	if (IsTransactionState())
+	if (IsTransactionState() && !watchdog_hushed)
 	{
 		const char *why = redlock_lease_commit_refusal(watch, reconfigured);
 
@@ -440,7 +475,17 @@ redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured)
 		break;
 	}
 	if (watchdog_fired == watch)
+	{
+		RedlockLease peek;
+
+		strlcpy(fired_gone_resource, watch->resource, sizeof(fired_gone_resource));
+		strlcpy(fired_gone_reason,
+				redlock_registry_peek(&watch->handle, &peek) && peek.state == LEASE_LOST
+				? peek.lost_reason : LEASE_RUNNING_OUT_REASON,
+				sizeof(fired_gone_reason));
+		fired_gone = true;
 		watchdog_fired = NULL;
+	}
 	pg_compiler_barrier();
 	pfree(watch);
 	if (nwatched == 0 && watchdog_id != MAX_TIMEOUTS)
@@ -484,6 +529,56 @@ redlock_lease_told(RedlockLeaseWatch *watch)
 	watch->told_lxid = lease_current_lxid();
 }
 
+/* The wall clock's reading (a TimestampTz) less redlock_clock_ms()'s, in ms. */
+static double
+lease_clock_offset_ms(TimestampTz wall, double clock_ms)
+{
+	return wall / 1000.0 - clock_ms;
+}
+
+/*
+ * redlock_lease_xact_ended
+ *		A transaction of this backend ended (committed, aborted or prepared) while it
+ *		watched a lease: the next one begins after now.  Raises nothing.
+ */
+void
+redlock_lease_xact_ended(void)
+{
+	boundary_ms = redlock_clock_ms();
+	boundary_offset_ms = lease_clock_offset_ms(GetCurrentTimestamp(), boundary_ms);
+	boundary_known = true;
+}
+
+/*
+ * When the running transaction began, on redlock_clock_ms() (now_ms, read with the
+ * wall clock's now): never later than it did.  Before any transaction end was seen,
+ * every watched lease was taken in this transaction, so 0 (boot) is as good.
+ */
+static double
+lease_xact_start_ms(double now_ms, TimestampTz now)
+{
+	if (!boundary_known)
+		return 0.0;
+	if (fabs(lease_clock_offset_ms(now, now_ms) - boundary_offset_ms) > CLOCK_STEP_TOLERANCE_MS)
+		return boundary_ms;		/* the wall clock was stepped */
+	return now_ms - (now - GetCurrentTransactionStartTimestamp()) / 1000.0 -
+		CLOCK_STEP_TOLERANCE_MS;
+}
+
+/*
+ * redlock_lease_guards_commits
+ *		True when the loss of watch's lease must stop its owner's work (it was taken
+ *		with redlock.cancel_on_loss on), so that a transaction whose commit the lease
+ *		cannot check, a prepared one, must not be prepared under it.  Raises nothing.
+ */
+bool
+redlock_lease_guards_commits(const RedlockLeaseWatch *watch)
+{
+	RedlockLease lease;
+
+	return redlock_registry_view(&watch->handle, &lease) && lease.cancel_on_loss;
+}
+
 /*
  * redlock_lease_commit_refusal
  *		The commit check of watch's lease (see the invariant above); reconfigured: the
@@ -503,7 +598,7 @@ redlock_lease_commit_refusal(RedlockLeaseWatch *watch, bool reconfigured)
 	if (!redlock_registry_view(&watch->handle, &lease) || lease.state == LEASE_PENDING ||
 		!lease.cancel_on_loss)
 		return NULL;
-	xact_start_ms = now_ms - (now - GetCurrentTransactionStartTimestamp()) / 1000.0;
+	xact_start_ms = lease_xact_start_ms(now_ms, now);
 
 	/* A gap is over: refused, but not told, or the renewed validity's end would be. */
 	if (lease.gap_end_ms > xact_start_ms)
@@ -537,6 +632,12 @@ redlock_lease_cancel_explanation(const char **reason)
 	RedlockLeaseWatch *w = watchdog_fired;
 	RedlockLease peek;
 
+	if (w == NULL && fired_gone)
+	{
+		fired_gone = false;
+		*reason = fired_gone_reason;
+		return fired_gone_resource;
+	}
 	if (w == NULL)
 		return NULL;
 	watchdog_fired = NULL;
@@ -545,8 +646,21 @@ redlock_lease_cancel_explanation(const char **reason)
 	if (redlock_registry_peek(&w->handle, &peek) && peek.state == LEASE_LOST)
 		*reason = pstrdup(peek.lost_reason);
 	else
-		*reason = "its validity time was running out without a renewal (the worker did not renew it in time)";
+		*reason = LEASE_RUNNING_OUT_REASON;
 	return w->resource;
+}
+
+/*
+ * redlock_lease_hush
+ *		on: until called again with off, the watchdog sends no cancel and a watch that
+ *		ends refuses no commit.  For DISCARD ALL, which runs alone in its transaction,
+ *		does no work a lock guards and ends every watch (the release's WARNING tells of
+ *		a loss), so that a pooler's reset query does not fail.  Raises nothing.
+ */
+void
+redlock_lease_hush(bool on)
+{
+	watchdog_hushed = on;
 }
 
 /*

@@ -70,5 +70,8 @@ extern void redlock_lease_told(RedlockLeaseWatch *watch);
 extern const char *redlock_lease_cancel_explanation(const char **reason);
 extern const char *redlock_lease_carried_refusal(const char **reason);
 extern bool redlock_lease_was_told(const RedlockLeaseWatch *watch);
+extern bool redlock_lease_guards_commits(const RedlockLeaseWatch *watch);
+extern void redlock_lease_xact_ended(void);
+extern void redlock_lease_hush(bool on);
 
 #endif							/* REDLOCK_LEASE_H */
