@@ -16,9 +16,14 @@
  * the real functions are looked up once, when the shim is loaded (a constructor, before
  * any thread exists: a lookup later, from a thread of a forked process, can deadlock
  * in the dynamic loader, as a daemonized redis-server showed).
+ *
+ * RL_SKEW_FILE names a file holding the skew in milliseconds instead, read again at
+ * every call (no file: no skew), so that a test can step the wall clock of running
+ * processes (test/t/043_lost_lock_stops_job.pl: a step back during a transaction).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -28,6 +33,9 @@
 
 static long long skew_us;
 static int	odd_only;
+static const char *skew_file;	/* a copy: PostgreSQL overwrites its environment's
+								 * strings with its process title */
+static char skew_file_path[4096];
 static pid_t exec_pid;			/* the process started with the shim */
 
 static int	(*real_clock_gettime) (clockid_t, struct timespec *);
@@ -42,16 +50,38 @@ skewclock_init(void)
 	const char *pids = getenv("RL_SKEW_PIDS");
 
 	skew_us = ms ? atoll(ms) * 1000 : 0;
+	if (getenv("RL_SKEW_FILE") && strlen(getenv("RL_SKEW_FILE")) < sizeof(skew_file_path))
+		skew_file = strcpy(skew_file_path, getenv("RL_SKEW_FILE"));
 	odd_only = pids && strcmp(pids, "odd") == 0;
 	exec_pid = getpid();
 	real_clock_gettime = dlsym(RTLD_NEXT, "clock_gettime");
 	real_gettimeofday = dlsym(RTLD_NEXT, "gettimeofday");
 }
 
+/* The skew RL_SKEW_FILE holds now, in microseconds (0 without the file). */
+static long long
+file_skew(void)
+{
+	char		buf[32];
+	long		n;
+	int			fd = (int) syscall(SYS_openat, (long) AT_FDCWD, skew_file, (long) O_RDONLY);
+
+	if (fd < 0)
+		return 0;
+	n = (long) syscall(SYS_read, (long) fd, buf, (long) (sizeof(buf) - 1));
+	syscall(SYS_close, (long) fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return atoll(buf) * 1000;
+}
+
 /* The skew for this process now, in microseconds. */
 static long long
 skew(void)
 {
+	if (skew_file)
+		return file_skew();
 	if (odd_only)
 	{
 		pid_t		pid = getpid();
@@ -70,7 +100,8 @@ clock_gettime(clockid_t clk, struct timespec *ts)
 		: (int) syscall(SYS_clock_gettime, clk, ts);
 	long long	ns;
 
-	if (rc != 0 || (clk != CLOCK_REALTIME && clk != CLOCK_REALTIME_COARSE) || skew_us == 0)
+	if (rc != 0 || (clk != CLOCK_REALTIME && clk != CLOCK_REALTIME_COARSE) ||
+		(skew_us == 0 && !skew_file))
 		return rc;
 	ns = (long long) ts->tv_sec * 1000000000LL + ts->tv_nsec + skew() * 1000;
 	ts->tv_sec = ns / 1000000000LL;
@@ -86,7 +117,7 @@ gettimeofday(struct timeval *tv, void *tz)
 		: (int) syscall(SYS_gettimeofday, tv, tz);
 	long long	us;
 
-	if (rc != 0 || skew_us == 0)
+	if (rc != 0 || (skew_us == 0 && !skew_file))
 		return rc;
 	us = (long long) tv->tv_sec * 1000000LL + tv->tv_usec + skew();
 	tv->tv_sec = us / 1000000LL;

@@ -32,6 +32,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use FindBin;
 
 use PsqlSession qw(session sql wait_until);
 use RedisMasters;
@@ -260,18 +261,47 @@ $rival->reload;
 
 # --- 7. PREPARE TRANSACTION beside an auto-extended session lock ---
 
-($out) = sql($owner, "SELECT redlock_acquire('beside', 20000)");
+# COMMIT PREPARED may come at any later time, from any backend, after the lock is lost
+# (issue 38: 4 of 4 guarded rows became visible that way), so PREPARE is refused while
+# an auto-extended lock taken with cancel_on_loss is held; without cancel_on_loss, or
+# once it is released, it is allowed.
+
+($out) = sql($owner, "SELECT redlock_acquire('beside', 800)");
 ($out, $err) = sql($owner,
 	"BEGIN; INSERT INTO work VALUES ('prepared', 1); PREPARE TRANSACTION 'p1'");
-is($err, '', 'PREPARE TRANSACTION in a transaction that acquired nothing, beside a held auto-extended lock: allowed');
+like($err, qr/0A000: cannot PREPARE a transaction while this session holds the auto-extended lock on resource "beside"/,
+	'PREPARE TRANSACTION beside a held auto-extended lock (cancel_on_loss): refused (0A000)');
+sql($owner, 'ROLLBACK');
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+ok(rival_takes('beside'), '... the worker stalled: the rival takes the lock');
+kill 'CONT', $wpid;
+($out) = $node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts');
+is($out, '0', '... no transaction is left prepared that COMMIT PREPARED could make visible');
+is(committed('prepared'), '0', '... and the guarded row is nowhere');
+rival_releases('beside');
+ok(worker_logged_loss('beside'), '... the worker, resumed, marked the lock lost');
+($out, $err) = sql($owner, "SELECT redlock_release('beside')");
+# The watchdog may cancel that statement first, telling the owner of the loss.
+($out, $err) = sql($owner, "SELECT redlock_release('beside')") if $err =~ /57014/;
+($out, $err) = sql($owner,
+	"BEGIN; INSERT INTO work VALUES ('prepared', 1); PREPARE TRANSACTION 'p1'");
+is($err, '', '... once released, PREPARE TRANSACTION is allowed');
 $node->safe_psql('postgres', "COMMIT PREPARED 'p1'");
 is(committed('prepared'), '1', '... and it commits');
+sql($owner, 'SET redlock.cancel_on_loss = off');
+($out) = sql($owner, "SELECT redlock_acquire('beside-off', 20000)");
+sql($owner, 'RESET redlock.cancel_on_loss');
+($out, $err) = sql($owner,
+	"BEGIN; INSERT INTO work VALUES ('prepared-off', 1); PREPARE TRANSACTION 'p1b'");
+is($err, '', '... beside an auto-extended lock taken with cancel_on_loss off, it is allowed');
+$node->safe_psql('postgres', "COMMIT PREPARED 'p1b'");
+sql($owner, "SELECT redlock_release('beside-off')");
 ($out, $err) = sql($owner,
 	"BEGIN; SELECT redlock_xact_acquire('in-prepared', 5000); PREPARE TRANSACTION 'p2'");
 like($err, qr/0A000: cannot PREPARE a transaction that has acquired redlock locks/,
 	'... one that acquired a lock is still refused (0A000)');
 sql($owner, 'ROLLBACK');
-sql($owner, "SELECT redlock_release('beside')");
 
 ($out) = sql($owner, "SELECT redlock_acquire('prep-lost', 800)");
 sql($owner, "BEGIN; INSERT INTO work VALUES ('prep-lost', 1)");
@@ -458,6 +488,85 @@ my $late_ms = $node->safe_psql('postgres',
 cmp_ok($late_ms, '<', 300,
 	"... before the validity ran out (cancel at $late_ms ms from the run-out; the margin is 100 ms)");
 sql($owner, "SELECT redlock_release('margin')");
+
+# --- 14. DISCARD ALL after a loss (issue 38) ---
+# A pooler's reset query (PgBouncer's server_reset_query) after the lock was lost while
+# the session was idle: it must succeed and let go of the lock (a failed reset drops
+# the server connection).  Before, the watchdog cancelled it, and the watch was dropped
+# before the cancel was raised: "canceling statement due to user request", unexplained.
+
+($out) = sql($owner, "SELECT redlock_acquire('discard', 800)");
+$wpid = worker_pid();
+kill 'STOP', $wpid;
+ok(rival_takes('discard'), 'the worker stalled while the owner was idle: the rival takes the lock');
+kill 'CONT', $wpid;
+ok(worker_logged_loss('discard'), '... the worker, resumed, marked the lock lost');
+($out, $err) = sql($owner, 'DISCARD ALL');
+unlike($err, qr/ERROR/, "... the owner's DISCARD ALL succeeds");
+($out) = sql($owner, 'SELECT count(*) FROM redlock_locks()');
+is($out, '0', '... and lets go of the lock');
+rival_releases('discard');
+sql($owner, 'SET redlock.auto_extend = on');
+
+# --- 15. a gap while the wall clock is stepped back (issue 38) ---
+# The commit check compares the gap's end with the transaction's start, both on the
+# monotonic clock; PostgreSQL keeps the start on the wall clock only.  Reading it back
+# from now through the wall clock puts a transaction begun before a step back by 60 s
+# a minute later: after the gap, and the refused commit went through.  The owner's
+# cluster runs with test/checker/skewclock.c, whose RL_SKEW_FILE steps its wall clock.
+# The gap as in 11: 3 of 5 masters frozen past the validity, thawed before the keys expire.
+
+my $shim_dir = PostgreSQL::Test::Utils::tempdir('skewclock');
+my $shim = "$shim_dir/skewclock.so";
+system('cc', '-shared', '-fPIC', '-O2', '-o', $shim, "$FindBin::RealBin/../checker/skewclock.c",
+	'-ldl') == 0
+  or BAIL_OUT('could not build test/checker/skewclock.c');
+my $skew_file = "$shim_dir/skew_ms";
+PostgreSQL::Test::Utils::append_to_file($skew_file, "0\n");
+$owner->quit;
+{
+	local $ENV{LD_PRELOAD} = $shim;
+	local $ENV{RL_SKEW_FILE} = $skew_file;
+	$node->restart;
+}
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET redlock.timeout = '8000ms'; ALTER SYSTEM SET redlock.clock_drift_factor = 0.2; SELECT pg_reload_conf()");
+$owner = session($node);
+sql($owner, 'SET redlock.auto_extend = on');
+($renewals_before) = $node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()');
+$t0 = time;
+($out) = sql($owner, "SELECT redlock_acquire('stepped', 9000)");
+is($out, 't', 'a cluster whose wall clock can be stepped: an auto-extended lock with a 9 s TTL');
+sql($owner, "BEGIN; INSERT INTO work VALUES ('stepped', 1)");
+my ($before_step) = sql($owner, 'SELECT extract(epoch FROM clock_timestamp())');
+open(my $fh, '>', $skew_file) or die "cannot write $skew_file: $!";
+print $fh "-60000\n";
+close($fh);
+my ($after_step) = sql($owner, 'SELECT extract(epoch FROM clock_timestamp())');
+cmp_ok($after_step, '<', $before_step - 50,
+	'... the wall clock is stepped back by 60 s during the transaction');
+@extends_before = $redis->calls_at(\@thawed);
+$redis->stop($_) for 0 .. 2;
+$sent = wait_until(10,
+	sub {
+		my @now = $redis->calls_at(\@thawed);
+		return !grep { $now[$_] <= $extends_before[$_] } 0 .. $#now;
+	});
+ok($sent && time - $t0 < 7.0, '... the worker sent its renewal before the validity ran out');
+usleep(int((7.7 - (time - $t0)) * 1_000_000)) if time - $t0 < 7.7;
+$redis->cont($_) for 0 .. 2;
+ok(wait_until(5,
+		sub {
+			$node->safe_psql('postgres', 'SELECT renewals FROM redlock_stats()') > $renewals_before;
+		}),
+	'... masters thawed after the validity ran out: the late renewal succeeded (a gap)');
+($out, $err) = sql($owner, 'COMMIT');
+like($err, qr/55P03: lock on resource "stepped" was lost during this transaction(?s:.*)ran out during this transaction before the worker renewed it/,
+	"... the owner's COMMIT is refused all the same: its transaction began before the gap");
+is(committed('stepped'), '0', '... and nothing committed');
+($out, $err) = sql($owner, "INSERT INTO work VALUES ('stepped', 2)");
+is($err, '', '... a transaction begun after the gap commits (the clock stepped before it)');
+sql($owner, "SELECT redlock_release('stepped')");
 
 $owner->quit;
 RedisMasters::no_crash($_) for $node, $rival;
