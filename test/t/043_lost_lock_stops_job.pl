@@ -13,15 +13,19 @@
 # - told once, the owner may go on: the transaction after a reported loss commits;
 # - redlock.key_prefix changed by a reload under a held lock: the lock reads lost (no
 #   validity, no fencing token), and the transaction cannot commit;
-# - PREPARE TRANSACTION with an auto-extended session lock held but nothing acquired in
-#   the transaction is allowed; after the lock was lost, it is refused;
+# - PREPARE TRANSACTION beside an auto-extended lock taken with cancel_on_loss is
+#   refused (COMMIT PREPARED could come after the loss, issue 38); once the lock is
+#   released, or beside one taken with cancel_on_loss off, it is allowed; after the lock
+#   was lost, it is refused;
 # - a loss found while the owner waits in redlock_extend: the transaction does not commit;
 # - one role cannot take every entry of the registry (max_auto_extended_locks_per_role);
 # - the hint after a loss holds for a transaction-scoped lock (nothing left to release);
 # - a renewal that lands after the validity ran out (3 masters answer late): the lock
 #   holds again, but the transaction that saw the gap does not commit;
 # - a renewal refused by a quorum (our token replaced): lost at once, for that reason;
-# - the watchdog's cancel comes before the validity's end (the server log's time).
+# - the watchdog's cancel comes before the validity's end (the server log's time);
+# - DISCARD ALL after a loss succeeds and lets go of the lock (issue 38);
+# - a gap while the wall clock is stepped back: the commit is still refused (issue 38).
 # Each case also checks that the scenario is real (another session held the lock, or the
 # worker really stalled), so that a pass means the guard acted, not that nothing happened.
 
