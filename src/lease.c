@@ -42,7 +42,8 @@
  *	  timeout.  A statement begun less than a tick before a run-out whose parse and
  *	  plan outlast it is cancelled up to a tick late (no hook runs before parse);
  *	- the commit check (redlock_lease_commit_refusal) refuses a commit when a gap
- *	  ended after the transaction began, or the validity has run out (or has less
+ *	  ended after the transaction began (its start taken on the monotonic clock even
+ *	  across wall-clock steps: lease_xact_start_ms), or the validity has run out (or has less
  *	  than redlock.commit_margin left) and that run-out was not told to the owner in
  *	  an earlier transaction.  A configuration change (redlock.servers, key_prefix)
  *	  counts as a run-out;
@@ -76,10 +77,6 @@
 #include "validity.h"
 
 #define WATCHDOG_MS 50
-
-/* Why the watchdog cancelled when the lease was not (yet) lost. */
-#define LEASE_RUNNING_OUT_REASON \
-	"its validity time was running out without a renewal (the worker did not renew it in time)"
 
 /*---- the lease, under the registry's lock ----*/
 
@@ -292,14 +289,6 @@ static TimeoutId watchdog_id = MAX_TIMEOUTS;
 static RedlockLeaseWatch *volatile watchdog_fired = NULL;	/* not yet explained */
 
 /*
- * The explanation of a cancel sent for a watch that ended before the cancel was raised
- * (the lock released or let go of in between): kept, so that the error still says why.
- */
-static volatile bool fired_gone = false;
-static char fired_gone_resource[REDLOCK_MAX_RESOURCE_LEN + 1];
-static char fired_gone_reason[REDLOCK_NODE_ERROR_LEN + 128];
-
-/*
  * While set (DISCARD ALL), the watchdog sends no cancel and a watch that ends carries
  * no refusal: DISCARD ALL runs alone in its transaction, which holds no guarded work.
  */
@@ -365,7 +354,6 @@ lease_watchdog_tick(void)
 	if (lease_owner_idle())
 	{
 		watchdog_fired = NULL;	/* any cancel it sent was dropped */
-		fired_gone = false;
 		return;
 	}
 	if (watchdog_hushed)
@@ -475,17 +463,7 @@ redlock_lease_unwatch(RedlockLeaseWatch *watch, bool reconfigured)
 		break;
 	}
 	if (watchdog_fired == watch)
-	{
-		RedlockLease peek;
-
-		strlcpy(fired_gone_resource, watch->resource, sizeof(fired_gone_resource));
-		strlcpy(fired_gone_reason,
-				redlock_registry_peek(&watch->handle, &peek) && peek.state == LEASE_LOST
-				? peek.lost_reason : LEASE_RUNNING_OUT_REASON,
-				sizeof(fired_gone_reason));
-		fired_gone = true;
 		watchdog_fired = NULL;
-	}
 	pg_compiler_barrier();
 	pfree(watch);
 	if (nwatched == 0 && watchdog_id != MAX_TIMEOUTS)
@@ -632,12 +610,6 @@ redlock_lease_cancel_explanation(const char **reason)
 	RedlockLeaseWatch *w = watchdog_fired;
 	RedlockLease peek;
 
-	if (w == NULL && fired_gone)
-	{
-		fired_gone = false;
-		*reason = fired_gone_reason;
-		return fired_gone_resource;
-	}
 	if (w == NULL)
 		return NULL;
 	watchdog_fired = NULL;
@@ -646,7 +618,7 @@ redlock_lease_cancel_explanation(const char **reason)
 	if (redlock_registry_peek(&w->handle, &peek) && peek.state == LEASE_LOST)
 		*reason = pstrdup(peek.lost_reason);
 	else
-		*reason = LEASE_RUNNING_OUT_REASON;
+		*reason = "its validity time was running out without a renewal (the worker did not renew it in time)";
 	return w->resource;
 }
 
