@@ -459,6 +459,9 @@ sub _lease_job_block
 sub _start_lease_clients
 {
 	my ($node, $dir, $clients, $seconds, $block) = @_;
+	# NODE may be a list of nodes (the fdw scenarios): client c connects to node
+	# (c - 1) % nodes, and the gate opens once every client of every node is connected.
+	my @nodes = ref $node eq 'ARRAY' ? @$node : ($node);
 	# A hold takes at least wait_ms (busy) or a job's steps; blocks enough for 8 a second,
 	# a script that runs out says so on its output.
 	my $n = int($seconds * 8) + 20;
@@ -469,20 +472,24 @@ sub _start_lease_clients
 	for my $c (1 .. $clients)
 	{
 		my $file = "$dir/client$c.sql";
+		my $on = $nodes[ ($c - 1) % @nodes ];
 		my $b = $block->($c % 2 ? 'true' : 'false', undef, $c);
 		_write_file($file, $gate . ($b x $n) . "\\echo checker-client: ran out of script\n");
 		push @h, IPC::Run::start(
 			[
-				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=0', '-h', $node->host,
-				'-p', $node->port, '-d', 'postgres', '-f', $file
+				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=0', '-h', $on->host,
+				'-p', $on->port, '-d', 'postgres', '-f', $file
 			],
 			'<', \undef, '>', "$dir/client$c.out", '2>', "$dir/client$c.err",
 			IPC::Run::timeout($seconds + 180));
 	}
-	my $s = do { local $ENV{PGAPPNAME} = 'checker-gate'; PsqlSession::session($node) };
+	my @s = map { my $n = $_; local $ENV{PGAPPNAME} = 'checker-gate'; PsqlSession::session($n) }
+	  @nodes;
 	my $all = PsqlSession::wait_until(120, sub {
-		($s->query("SELECT count(*) = $clients FROM pg_stat_activity"
-			  . " WHERE application_name = 'checker'"))[0] eq 't' });
+		my $in = 0;
+		$in += ($_->query("SELECT count(*) FROM pg_stat_activity"
+			  . " WHERE application_name = 'checker'"))[0] for @s;
+		return $in == $clients; });
 	if (!$all)
 	{
 		$_->kill_kill for @h;
@@ -490,9 +497,9 @@ sub _start_lease_clients
 	}
 	Test::More::note(sprintf('checker: the %d psql clients connected in %.1f s', $clients,
 		time - $start));
-	my ($deadline) = $s->query("SELECT clock_timestamp() + interval '$seconds s'");
+	my ($deadline) = $s[0]->query("SELECT clock_timestamp() + interval '$seconds s'");
 	my $t0 = time;
-	$s->quit;
+	$_->quit for @s;
 	_write_file("$dir/go", $deadline);
 	return ($t0, @h);
 }
