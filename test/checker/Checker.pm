@@ -52,8 +52,8 @@ use Checker::Report qw(check_fence check_permits check_run describe fence_table_
   table_header table_line _fence_figures _job_figures _lease_figures _permit_figures
   _shared_figures _rows
   _state_windows);
-use Checker::Scenarios qw(lease_scenarios permit_scenarios scenario set_scenarios
-  shared_scenarios);
+use Checker::Scenarios qw(fdw_scenarios lease_scenarios permit_scenarios scenario
+  set_scenarios shared_scenarios);
 
 my $DIR = File::Spec->rel2abs(dirname(__FILE__));
 my @all_proxies;
@@ -420,13 +420,17 @@ sub _lease_job_block
 	  . "CALL checker_lease_take('$prefix' || :r, $ttl, $wait);\n"
 	  . "SELECT EXISTS (SELECT 1 FROM checker_jobs WHERE pid = pg_backend_pid()) AS held \\gset\n"
 	  . "\\if :held\n";
+	# fdw (Checker/Fdw.pm): the hold is recorded in the third cluster, and the job's
+	# writes go there through postgres_fdw.
+	$s .= $cmd->('SELECT checker_fdw_acquired();') if $job->{fdw};
+	my $write = $job->{fdw} ? 'checker_fdw_write' : 'checker_lease_write';
 	$s .= "SELECT 1/0;\n" if $job->{error_first};
 	for my $x (1 .. $job->{xacts})
 	{
 		$s .= $cmd->('BEGIN;');
 		for my $i (1 .. $job->{steps})
 		{
-			$s .= $cmd->("SELECT checker_lease_write($x, $i);");
+			$s .= $cmd->("SELECT $write($x, $i);");
 			if ($role eq 'running')
 			{
 				$s .= $cmd->("SELECT pg_sleep($step_s);");
