@@ -510,6 +510,33 @@ sub _start_lease_clients
 
 # ---- one run ----
 
+# Runs the fault schedule FAULTS (a sub of F, or undef) of run NAME from T0, the time the
+# clients started, then puts everything back and waits for the clients H...: returns the
+# worst exit status among them (a client killed by a signal: 128 + the signal, as a shell
+# says).  Kills the clients and dies when the schedule failed or a client did not finish.
+sub _faults_then_finish
+{
+	my ($f, $t0, $name, $faults, @h) = @_;
+	$f->{t0} = $t0;
+	my $ok = eval { $faults->($f) if $faults; 1 };
+	my $fault_error = $@;
+	$f->heal;
+	if (!$ok)
+	{
+		$_->kill_kill for @h;
+		die "fault schedule of $name failed: $fault_error";
+	}
+	my $rc = 0;
+	for my $h (@h)
+	{
+		eval { $h->finish; 1 } or do { $_->kill_kill for @h; die "the clients did not finish: $@"; };
+		my $status = $h->full_result(0);
+		my $hrc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
+		$rc = $hrc if $hrc > $rc;
+	}
+	return $rc;
+}
+
 # Runs one scenario; returns a hash of figures (see the end).  Options:
 #   node, redis (RedisMasters), proxies (list, for delay), name, desc, seconds (10),
 #   clients (16), resources (4), ttl_ms (1000), wait_ms (20), work_ms (5), faults (sub).
@@ -670,24 +697,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 				IPC::Run::timeout($seconds + 120));
 		}
 	}
-	$f->{t0} = $t0;
-	my $ok = eval { $o{faults}->($f) if $o{faults}; 1 };
-	my $fault_error = $@;
-	$f->heal;
-	if (!$ok)
-	{
-		$_->kill_kill for @h;
-		die "fault schedule of $name failed: $fault_error";
-	}
-	my $rc = 0;
-	for my $h (@h)
-	{
-		eval { $h->finish; 1 } or do { $_->kill_kill for @h; die "the clients did not finish: $@"; };
-		# A client killed by a signal is a failure too: 128 + the signal, as a shell says.
-		my $status = $h->full_result(0);
-		my $hrc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
-		$rc = $hrc if $hrc > $rc;
-	}
+	my $rc = _faults_then_finish($f, $t0, $name, $o{faults}, @h);
 	($out, $err) = _job_client_output($dir, $clients) if $job;
 	my $ran_out = () = $out =~ /^checker-client: ran out of script$/mg;
 	my $elapsed = time - $t0;

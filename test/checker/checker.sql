@@ -748,42 +748,43 @@ $$;
 
 DROP FUNCTION IF EXISTS checker_fdw_acquired();
 DROP FUNCTION IF EXISTS checker_fdw_write(integer, integer);
+DROP FUNCTION IF EXISTS checker_fdw_hold();
+
+-- The name of the hold this backend has (NULL when none) in the third cluster:
+-- cluster:pid:acquire time (epoch).
+CREATE FUNCTION checker_fdw_hold() RETURNS text
+LANGUAGE sql STABLE
+AS $$
+SELECT current_setting('checker.cluster') || ':' || pid || ':' || extract(epoch FROM t1)
+FROM checker_jobs WHERE pid = pg_backend_pid()
+$$;
 
 -- The hold this backend has just acquired, recorded in the third cluster in a transaction
 -- of its own (the session's first use of postgres_fdw comes after its first lock call,
 -- the order in which the guard used to be passed).  The next holder's acquisition, in
 -- the judge's words: this row is inserted after redlock_acquire returned true.
+-- (PL/pgSQL, as checker_fdw_write: the body of an SQL function is checked against the
+-- tables when it is created, and only the job clusters have the foreign tables.)
 CREATE FUNCTION checker_fdw_acquired() RETURNS void
 LANGUAGE plpgsql
 AS $$
-DECLARE
-	h checker_jobs;
 BEGIN
-	SELECT * INTO h FROM checker_jobs WHERE pid = pg_backend_pid();
-	IF FOUND THEN
-		INSERT INTO checker_fdw_holds (hold, resource)
-		VALUES (current_setting('checker.cluster') || ':' || h.pid || ':'
-				|| extract(epoch FROM h.t1), h.resource);
-	END IF;
+	INSERT INTO checker_fdw_holds (hold, resource)
+	SELECT checker_fdw_hold(), resource FROM checker_jobs WHERE pid = pg_backend_pid();
 END
 $$;
 
--- One write of the job this backend holds: checker_lease_write's local row and LOG line,
--- and the guarded row in the third cluster, in the caller's transaction.
+-- One write of the job this backend holds (none when it holds none):
+-- checker_lease_write's local row and LOG line, and the guarded row in the third
+-- cluster, in the caller's transaction.
 CREATE FUNCTION checker_fdw_write(p_xact integer, p_step integer) RETURNS void
 LANGUAGE plpgsql
 AS $$
-DECLARE
-	h checker_jobs;
 BEGIN
-	SELECT * INTO h FROM checker_jobs WHERE pid = pg_backend_pid();
-	IF NOT FOUND THEN
-		RETURN;
-	END IF;
 	PERFORM checker_lease_write(p_xact, p_step);
 	INSERT INTO checker_fdw_rows (hold, resource, xact, step)
-	VALUES (current_setting('checker.cluster') || ':' || h.pid || ':'
-			|| extract(epoch FROM h.t1), h.resource, p_xact, p_step);
+	SELECT checker_fdw_hold(), resource, p_xact, p_step
+	FROM checker_jobs WHERE pid = pg_backend_pid();
 END
 $$;
 

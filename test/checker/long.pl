@@ -146,7 +146,7 @@ for my $name (@names)
 	  if $r->{job} && $r->{job}{roles};
 }
 
-print $out "\n", Checker::table_header();
+print $out "\n", Checker::table_header() if @results;
 print $out Checker::table_line($_) for grep { !$_->{expect_violations} } @results;
 my @neg = grep { $_->{expect_violations} } @results;
 if (@neg)
@@ -191,7 +191,7 @@ if (@fdw_results)
 	  . " after the next holder of their resource acquired; vholds: holds with such rows):\n";
 	print $out Checker::Fdw::table(@fdw_results);
 }
-print $out "\nliveness (acquisitions per second) by state of the masters:\n";
+print $out "\nliveness (acquisitions per second) by state of the masters:\n" if @results;
 for my $r (@results)
 {
 	print $out sprintf("  %-26s %s\n", $r->{name},

@@ -154,23 +154,7 @@ SELECT redlock_stats_reset();
 		local $ENV{PGAPPNAME} = 'checker';
 		($t0, @h) = Checker::_start_lease_clients(\@jobs, $dir, $clients, $seconds, $block);
 	}
-	$f->{t0} = $t0;
-	my $ok = eval { $o{faults}->($f) if $o{faults}; 1 };
-	my $fault_error = $@;
-	$f->heal;
-	if (!$ok)
-	{
-		$_->kill_kill for @h;
-		die "fault schedule of $name failed: $fault_error";
-	}
-	my $rc = 0;
-	for my $h (@h)
-	{
-		eval { $h->finish; 1 } or do { $_->kill_kill for @h; die "the clients did not finish: $@"; };
-		my $status = $h->full_result(0);
-		my $hrc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
-		$rc = $hrc if $hrc > $rc;
-	}
+	my $rc = Checker::_faults_then_finish($f, $t0, $name, $o{faults}, @h);
 	my ($out, $err) = Checker::_job_client_output($dir, $clients);
 	for my $node (@jobs)
 	{
