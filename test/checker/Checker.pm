@@ -52,8 +52,8 @@ use Checker::Report qw(check_fence check_permits check_run describe fence_table_
   table_header table_line _fence_figures _job_figures _lease_figures _permit_figures
   _shared_figures _rows
   _state_windows);
-use Checker::Scenarios qw(lease_scenarios permit_scenarios scenario set_scenarios
-  shared_scenarios);
+use Checker::Scenarios qw(fdw_scenarios lease_scenarios permit_scenarios scenario
+  set_scenarios shared_scenarios);
 
 my $DIR = File::Spec->rel2abs(dirname(__FILE__));
 my @all_proxies;
@@ -420,13 +420,17 @@ sub _lease_job_block
 	  . "CALL checker_lease_take('$prefix' || :r, $ttl, $wait);\n"
 	  . "SELECT EXISTS (SELECT 1 FROM checker_jobs WHERE pid = pg_backend_pid()) AS held \\gset\n"
 	  . "\\if :held\n";
+	# fdw (Checker/Fdw.pm): the hold is recorded in the third cluster, and the job's
+	# writes go there through postgres_fdw.
+	$s .= $cmd->('SELECT checker_fdw_acquired();') if $job->{fdw};
+	my $write = $job->{fdw} ? 'checker_fdw_write' : 'checker_lease_write';
 	$s .= "SELECT 1/0;\n" if $job->{error_first};
 	for my $x (1 .. $job->{xacts})
 	{
 		$s .= $cmd->('BEGIN;');
 		for my $i (1 .. $job->{steps})
 		{
-			$s .= $cmd->("SELECT checker_lease_write($x, $i);");
+			$s .= $cmd->("SELECT $write($x, $i);");
 			if ($role eq 'running')
 			{
 				$s .= $cmd->("SELECT pg_sleep($step_s);");
@@ -459,6 +463,9 @@ sub _lease_job_block
 sub _start_lease_clients
 {
 	my ($node, $dir, $clients, $seconds, $block) = @_;
+	# NODE may be a list of nodes (the fdw scenarios): client c connects to node
+	# (c - 1) % nodes, and the gate opens once every client of every node is connected.
+	my @nodes = ref $node eq 'ARRAY' ? @$node : ($node);
 	# A hold takes at least wait_ms (busy) or a job's steps; blocks enough for 8 a second,
 	# a script that runs out says so on its output.
 	my $n = int($seconds * 8) + 20;
@@ -469,20 +476,24 @@ sub _start_lease_clients
 	for my $c (1 .. $clients)
 	{
 		my $file = "$dir/client$c.sql";
+		my $on = $nodes[ ($c - 1) % @nodes ];
 		my $b = $block->($c % 2 ? 'true' : 'false', undef, $c);
 		_write_file($file, $gate . ($b x $n) . "\\echo checker-client: ran out of script\n");
 		push @h, IPC::Run::start(
 			[
-				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=0', '-h', $node->host,
-				'-p', $node->port, '-d', 'postgres', '-f', $file
+				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=0', '-h', $on->host,
+				'-p', $on->port, '-d', 'postgres', '-f', $file
 			],
 			'<', \undef, '>', "$dir/client$c.out", '2>', "$dir/client$c.err",
 			IPC::Run::timeout($seconds + 180));
 	}
-	my $s = do { local $ENV{PGAPPNAME} = 'checker-gate'; PsqlSession::session($node) };
+	my @s = map { my $n = $_; local $ENV{PGAPPNAME} = 'checker-gate'; PsqlSession::session($n) }
+	  @nodes;
 	my $all = PsqlSession::wait_until(120, sub {
-		($s->query("SELECT count(*) = $clients FROM pg_stat_activity"
-			  . " WHERE application_name = 'checker'"))[0] eq 't' });
+		my $in = 0;
+		$in += ($_->query("SELECT count(*) FROM pg_stat_activity"
+			  . " WHERE application_name = 'checker'"))[0] for @s;
+		return $in == $clients; });
 	if (!$all)
 	{
 		$_->kill_kill for @h;
@@ -490,14 +501,41 @@ sub _start_lease_clients
 	}
 	Test::More::note(sprintf('checker: the %d psql clients connected in %.1f s', $clients,
 		time - $start));
-	my ($deadline) = $s->query("SELECT clock_timestamp() + interval '$seconds s'");
+	my ($deadline) = $s[0]->query("SELECT clock_timestamp() + interval '$seconds s'");
 	my $t0 = time;
-	$s->quit;
+	$_->quit for @s;
 	_write_file("$dir/go", $deadline);
 	return ($t0, @h);
 }
 
 # ---- one run ----
+
+# Runs the fault schedule FAULTS (a sub of F, or undef) of run NAME from T0, the time the
+# clients started, then puts everything back and waits for the clients H...: returns the
+# worst exit status among them (a client killed by a signal: 128 + the signal, as a shell
+# says).  Kills the clients and dies when the schedule failed or a client did not finish.
+sub _faults_then_finish
+{
+	my ($f, $t0, $name, $faults, @h) = @_;
+	$f->{t0} = $t0;
+	my $ok = eval { $faults->($f) if $faults; 1 };
+	my $fault_error = $@;
+	$f->heal;
+	if (!$ok)
+	{
+		$_->kill_kill for @h;
+		die "fault schedule of $name failed: $fault_error";
+	}
+	my $rc = 0;
+	for my $h (@h)
+	{
+		eval { $h->finish; 1 } or do { $_->kill_kill for @h; die "the clients did not finish: $@"; };
+		my $status = $h->full_result(0);
+		my $hrc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
+		$rc = $hrc if $hrc > $rc;
+	}
+	return $rc;
+}
 
 # Runs one scenario; returns a hash of figures (see the end).  Options:
 #   node, redis (RedisMasters), proxies (list, for delay), name, desc, seconds (10),
@@ -659,24 +697,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 				IPC::Run::timeout($seconds + 120));
 		}
 	}
-	$f->{t0} = $t0;
-	my $ok = eval { $o{faults}->($f) if $o{faults}; 1 };
-	my $fault_error = $@;
-	$f->heal;
-	if (!$ok)
-	{
-		$_->kill_kill for @h;
-		die "fault schedule of $name failed: $fault_error";
-	}
-	my $rc = 0;
-	for my $h (@h)
-	{
-		eval { $h->finish; 1 } or do { $_->kill_kill for @h; die "the clients did not finish: $@"; };
-		# A client killed by a signal is a failure too: 128 + the signal, as a shell says.
-		my $status = $h->full_result(0);
-		my $hrc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
-		$rc = $hrc if $hrc > $rc;
-	}
+	my $rc = _faults_then_finish($f, $t0, $name, $o{faults}, @h);
 	($out, $err) = _job_client_output($dir, $clients) if $job;
 	my $ran_out = () = $out =~ /^checker-client: ran out of script$/mg;
 	my $elapsed = time - $t0;

@@ -735,6 +735,59 @@ BEGIN
 END
 $$;
 
+-- ---- a guarded row in a third cluster, through postgres_fdw (issue 38, item 5) ----
+--
+-- The fdw scenarios (Checker/Fdw.pm) run the jobs across commands above on two clusters
+-- that share the masters, and each job writes its guarded rows into a table of a third
+-- cluster through postgres_fdw: the foreign tables checker_fdw_holds and checker_fdw_rows,
+-- made by Checker::Fdw::setup on the job clusters only (a PL/pgSQL body names its tables
+-- only when it runs).  The remote tables add what the judge orders by, all from the third
+-- cluster's clock: the time a row was inserted (a DEFAULT there, since postgres_fdw sends
+-- only the foreign table's columns) and, with track_commit_timestamp, when it committed.
+-- A hold is named by its cluster (the setting checker.cluster), backend and acquire time.
+
+DROP FUNCTION IF EXISTS checker_fdw_acquired();
+DROP FUNCTION IF EXISTS checker_fdw_write(integer, integer);
+DROP FUNCTION IF EXISTS checker_fdw_hold();
+
+-- The name of the hold this backend has (NULL when none) in the third cluster:
+-- cluster:pid:acquire time (epoch).
+CREATE FUNCTION checker_fdw_hold() RETURNS text
+LANGUAGE sql STABLE
+AS $$
+SELECT current_setting('checker.cluster') || ':' || pid || ':' || extract(epoch FROM t1)
+FROM checker_jobs WHERE pid = pg_backend_pid()
+$$;
+
+-- The hold this backend has just acquired, recorded in the third cluster in a transaction
+-- of its own (the session's first use of postgres_fdw comes after its first lock call,
+-- the order in which the guard used to be passed).  The next holder's acquisition, in
+-- the judge's words: this row is inserted after redlock_acquire returned true.
+-- (PL/pgSQL, as checker_fdw_write: the body of an SQL function is checked against the
+-- tables when it is created, and only the job clusters have the foreign tables.)
+CREATE FUNCTION checker_fdw_acquired() RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	INSERT INTO checker_fdw_holds (hold, resource)
+	SELECT checker_fdw_hold(), resource FROM checker_jobs WHERE pid = pg_backend_pid();
+END
+$$;
+
+-- One write of the job this backend holds (none when it holds none):
+-- checker_lease_write's local row and LOG line, and the guarded row in the third
+-- cluster, in the caller's transaction.
+CREATE FUNCTION checker_fdw_write(p_xact integer, p_step integer) RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	PERFORM checker_lease_write(p_xact, p_step);
+	INSERT INTO checker_fdw_rows (hold, resource, xact, step)
+	SELECT checker_fdw_hold(), resource, p_xact, p_step
+	FROM checker_jobs WHERE pid = pg_backend_pid();
+END
+$$;
+
 -- ---- semaphores: the permits of redlock_acquire_permit (1.5) ----
 --
 -- A semaphore admits at most k holders at once (k: its permits), each on one of its

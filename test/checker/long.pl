@@ -21,7 +21,9 @@
 # violation; the controls must show some).  And the shared locks (redlock_acquire_shared,
 # 1.7): shared (3 in 4) and exclusive holds of 2 resources under the same faults, judged
 # by the guard's holder and readers, and by Checker::check_shared (2 or more shared
-# holders inside at once at some moment).
+# holders inside at once at some moment).  Last, issue 38's guarded row in a third cluster
+# through postgres_fdw (Checker/Fdw.pm): jobs on two more preloaded clusters under stalled
+# workers, 3 x N seconds, and its control (the guard held back; test builds only).
 #
 # Runs each scenario against 5 plain masters or 5 with appendfsync always, prints the
 # details of each run, then one table of figures.  TAP output: each scenario must show
@@ -39,6 +41,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use Checker;
+use Checker::Fdw;
 use RedisMasters;
 
 my $seconds = 20;
@@ -53,7 +56,7 @@ my @names = @ARGV
   fast-clock-1 fast-clock-2 fast-clock-1-q4 fence-kill-majority-aof unsafe-fence-restart-empty
   fence-skew-restart-delayed unsafe-fence-skew-masters-back long-job unsafe-long-job-no-cancel),
 	Checker::lease_scenarios(), Checker::permit_scenarios(), Checker::set_scenarios(),
-	Checker::shared_scenarios());
+	Checker::shared_scenarios(), Checker::fdw_scenarios());
 
 my %masters = (
 	plain => RedisMasters->new(5),
@@ -62,15 +65,23 @@ my %masters = (
 my $node = RedisMasters::redlock_node('checker', $masters{plain}, Checker::node_conf());
 Checker::setup($node);
 my $preloaded;    # for the long-job scenarios, made when the first one runs
+my $fdw;          # the three clusters of the fdw scenarios, made when the first one runs
 
 # PostgreSQL::Test::Utils sends STDOUT to the test log; the TAP handle reaches the terminal
 # (and the log).
 my $out = Test::More->builder->output;
 
 my @results;
+my @fdw_results;
 for my $name (@names)
 {
 	my %s = Checker::scenario($name);
+	if ($s{fdw})
+	{
+		$fdw //= Checker::Fdw::clusters($masters{plain});
+		push @fdw_results, run_fdw($name, \%s) // ();
+		next;
+	}
 	my $on = $node;
 	my $secs = $seconds;
 	if ($s{preload})
@@ -135,7 +146,7 @@ for my $name (@names)
 	  if $r->{job} && $r->{job}{roles};
 }
 
-print $out "\n", Checker::table_header();
+print $out "\n", Checker::table_header() if @results;
 print $out Checker::table_line($_) for grep { !$_->{expect_violations} } @results;
 my @neg = grep { $_->{expect_violations} } @results;
 if (@neg)
@@ -173,7 +184,14 @@ if (@jobs)
 	print $out Checker::job_table_header();
 	print $out Checker::job_table_line($_) for @jobs;
 }
-print $out "\nliveness (acquisitions per second) by state of the masters:\n";
+if (@fdw_results)
+{
+	print $out "\nguarded rows in a third cluster through postgres_fdw (rows: committed there;"
+	  . " orphan: committed there while their local transaction was refused; viol: committed"
+	  . " after the next holder of their resource acquired; vholds: holds with such rows):\n";
+	print $out Checker::Fdw::table(@fdw_results);
+}
+print $out "\nliveness (acquisitions per second) by state of the masters:\n" if @results;
 for my $r (@results)
 {
 	print $out sprintf("  %-26s %s\n", $r->{name},
@@ -182,5 +200,40 @@ for my $r (@results)
 print $out sprintf("\n%d clients, %d resources; TTL/wait/work per scenario above; %d s each\n",
 	$results[0]{clients}, $results[0]{resources}, $seconds) if @results;
 
-RedisMasters::no_crash($_) for grep { defined } $node, $preloaded;
+RedisMasters::no_crash($_) for grep { defined } $node, $preloaded,
+  $fdw ? (@{ $fdw->{jobs} }, $fdw->{guarded}) : ();
 done_testing();
+
+# Runs fdw scenario NAME (options S) for 3 x the seconds on the three clusters and judges
+# it as TAP 018 does; returns the figures, or nothing when the control cannot run here
+# (redlock.test_commit_guard_first exists in test builds only: sudo test/run installs one,
+# make install does not).
+sub run_fdw
+{
+	my ($name, $s) = @_;
+	if ($s->{expect_violations} && !Checker::Fdw::test_build($fdw))
+	{
+		print $out "   $name: skipped: the installed redlock is not a test build"
+		  . " (no redlock.test_commit_guard_first)\n";
+		return;
+	}
+	my $r = Checker::Fdw::run_scenario($fdw, \%masters, $name, seconds => 3 * $seconds);
+	print $out Checker::Fdw::describe($r), "\n";
+	is($r->{pgbench_rc}, 0, "$name: the clients ran to the end");
+	cmp_ok($r->{rows}, '>', 0, "$name: guarded rows committed in the third cluster");
+	is($r->{job_errors}, 0, "$name: no job ended with an error other than a cancel or a"
+		  . ' refused commit');
+	if ($r->{expect_violations})
+	{
+		cmp_ok($r->{violations}, '>', 0, "$name (negative control): violations seen");
+		cmp_ok($r->{orphans}, '>', 0,
+			"$name: guarded rows committed whose local transaction was refused");
+	}
+	else
+	{
+		is($r->{violations}, 0, "$name: no violation");
+		is($r->{orphans}, 0, "$name: no guarded row committed whose local transaction was refused");
+		cmp_ok($r->{refused}, '>', 0, "$name: COMMITs after a loss were refused");
+	}
+	return $r;
+}

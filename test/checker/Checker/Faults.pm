@@ -378,13 +378,22 @@ sub every
 	return;
 }
 
-# The PID of the node's auto-extend worker (pg_stat_activity), or '' while none runs.
+# The PID of the auto-extend worker of NODE (default the run's node; pg_stat_activity),
+# or '' while none runs.
 sub worker_pid
 {
-	my ($self) = @_;
-	# One session for the run: a new connection can take seconds on a loaded machine.
-	$self->{psql} //= PsqlSession::session($self->{node});
-	my ($out, $err) = $self->{psql}->query(
+	my ($self, $node) = @_;
+	# One session a node for the run: a new connection can take seconds on a loaded machine.
+	my $psql;
+	if (!$node || $node == $self->{node})
+	{
+		$psql = $self->{psql} //= PsqlSession::session($self->{node});
+	}
+	else
+	{
+		$psql = $self->{node_psql}{ $node->name } //= PsqlSession::session($node);
+	}
+	my ($out, $err) = $psql->query(
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
 	die "could not look up the auto-extend worker: $err" if $err;
 	return $out;
@@ -411,25 +420,36 @@ sub worker_term
 	return;
 }
 
-# Freezes the auto-extend worker (SIGSTOP); worker_cont resumes it.
+# Freezes the auto-extend worker (SIGSTOP) of NODE (default the run's node); worker_cont
+# resumes it.  Runs with several nodes (the fdw scenarios) may freeze each one's worker.
 sub worker_stop
 {
-	my ($self) = @_;
-	my $pid = $self->worker_pid or die 'no auto-extend worker runs';
+	my ($self, $node) = @_;
+	my $pid = $self->worker_pid($node) or die 'no auto-extend worker runs';
 	CORE::kill('STOP', $pid);
-	$self->{worker_stopped} = $pid;
+	my $on = _worker_key($self, $node);
+	$self->{worker_stopped}{$on} = $pid;
 	$self->{counts}{'worker frozen'}++;
-	$self->_mark("SIGSTOP worker (pid $pid)");
+	$self->_mark("SIGSTOP worker (pid $pid" . ($on eq '' ? '' : " on $on") . ')');
 	return;
 }
 
 sub worker_cont
 {
-	my ($self) = @_;
-	my $pid = delete $self->{worker_stopped} or return;
+	my ($self, $node) = @_;
+	my $on = _worker_key($self, $node);
+	my $pid = delete $self->{worker_stopped}{$on} or return;
+	delete $self->{worker_stopped} unless %{ $self->{worker_stopped} };
 	CORE::kill('CONT', $pid);
-	$self->_mark("SIGCONT worker (pid $pid)");
+	$self->_mark("SIGCONT worker (pid $pid" . ($on eq '' ? '' : " on $on") . ')');
 	return;
+}
+
+# The key of NODE's worker in {worker_stopped}: '' for the run's node, else its name.
+sub _worker_key
+{
+	my ($self, $node) = @_;
+	return !$node || $node == $self->{node} ? '' : $node->name;
 }
 
 # Puts everything back: masters continued and started, proxies without delay, the
@@ -437,7 +457,13 @@ sub worker_cont
 sub heal
 {
 	my ($self) = @_;
-	$self->worker_cont if $self->{worker_stopped};
+	for my $on (sort keys %{ $self->{worker_stopped} // {} })
+	{
+		my $pid = delete $self->{worker_stopped}{$on};
+		CORE::kill('CONT', $pid);
+		$self->_mark("SIGCONT worker (pid $pid" . ($on eq '' ? '' : " on $on") . ')');
+	}
+	delete $self->{worker_stopped};
 	$self->resume_holders;
 	if (@{ $self->{fast} // [] })
 	{
@@ -452,6 +478,7 @@ sub heal
 		$self->{psql}->quit;
 		delete $self->{psql};
 	}
+	$_->quit for values %{ delete $self->{node_psql} // {} };
 	return;
 }
 

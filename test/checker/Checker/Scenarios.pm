@@ -19,11 +19,12 @@ use warnings;
 use Exporter 'import';
 
 use Checker::Schedules qw(_all_restart_delayed _delayed_out _extend_faults _fast_clock
-  _force_releases _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
+  _fdw_stall_faults _force_releases _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
   _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
-our @EXPORT_OK = qw(lease_scenarios permit_scenarios scenario set_scenarios shared_scenarios);
+our @EXPORT_OK = qw(fdw_scenarios lease_scenarios permit_scenarios scenario set_scenarios
+  shared_scenarios);
 
 # ---- scenarios ----
 #
@@ -70,6 +71,24 @@ my $SHARED_RUN = {
 	resources => 2,
 	work_ms => 20,
 	expect_readers_together => 1,
+};
+
+# The fdw runs (Checker/Fdw.pm, issue 38 item 5): jobs across commands on two clusters
+# (6 clients each) over 3 resources, on auto-extended locks of a 600 ms TTL, each hold
+# recorded in a third cluster and writing its guarded rows there through postgres_fdw,
+# 3 transactions of one write each; two clients in three idle 400 ms in the transaction
+# before its COMMIT (a loss meanwhile meets the COMMIT), the third sleeps in a statement
+# (the watchdog cancels it).  The workers of the job clusters stalled in turn.
+my $FDW_RUN = {
+	masters => 'plain',
+	preload => 1,
+	fdw => 1,
+	clients => 12,
+	resources => 3,
+	ttl_ms => 600,
+	wait_ms => 200,
+	job => { roles => [ 'idle-xact', 'idle-xact', 'running' ], xacts => 3, steps => 1, step_ms => 400 },
+	faults => sub { _fdw_stall_faults(@_) },
 };
 
 my $SCENARIOS_REF;
@@ -722,6 +741,25 @@ my %SCENARIOS = (
 		faults => sub { _long_job_faults($_[0], from_first_hold => 1) },
 	},
 
+	# ---- a guarded row in a third cluster through postgres_fdw (issue 38, item 5) ----
+
+	'fdw-guard-first' => {
+		desc => 'jobs on two clusters write their guarded rows into a third through'
+		  . ' postgres_fdw (first used after the session\'s first lock call) under'
+		  . ' auto-extended locks (TTL 600 ms); the worker of each job cluster in turn'
+		  . ' SIGSTOPped 1.2 x TTL + 0.3 s',
+		%{ $FDW_RUN },
+		pgoptions => ['redlock.auto_extend=on'],
+	},
+	'unsafe-fdw-guard-held-back' => {
+		desc => 'NEGATIVE CONTROL: fdw-guard-first with the commit guard held back where it'
+		  . ' was first registered (redlock.test_commit_guard_first = off, test builds'
+		  . ' only): postgres_fdw\'s remote COMMIT goes out before the guard refuses',
+		%{ $FDW_RUN },
+		pgoptions => [ 'redlock.auto_extend=on', 'redlock.test_commit_guard_first=off' ],
+		expect_violations => 1,
+	},
+
 	# ---- long jobs: auto-extended locks (issue 8), on a node with the library preloaded ----
 
 	'long-job' => {
@@ -841,6 +879,12 @@ for my $name (sort keys %LEASE_SCENARIOS)
 		pgoptions => [ 'redlock.auto_extend=on', 'redlock.cancel_on_loss=off' ],
 		expect_violations => $s->{violations_by_design} ? 0 : 1,
 	};
+}
+
+# The names of the fdw scenarios (Checker/Fdw.pm) and their control, in run order.
+sub fdw_scenarios
+{
+	return qw(fdw-guard-first unsafe-fdw-guard-held-back);
 }
 
 # The names of the semaphore scenarios (permits) and their controls, in run order; the

@@ -11,7 +11,7 @@ use warnings;
 use Exporter 'import';
 
 our @EXPORT_OK = qw(_all_restart_delayed _delayed_out _extend_faults _fast_clock
-  _force_releases _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
+  _fdw_stall_faults _force_releases _lease_prefix_faults _lease_stall_faults _lease_stall_loss_faults _lease_term_faults
   _freeze_plan _long_job_faults _majority_blips _majority_restart _majority_wipe _pause_holders
   _renew_faults _servers_faults _ticking);
 
@@ -426,6 +426,28 @@ sub _lease_stall_loss_faults
 		$f->cont(@$set);
 		$t = $f->now + 1.0;
 		$k++;
+	}
+	return;
+}
+
+# The fdw scenarios (Checker/Fdw.pm): the worker of each job cluster in turn ($f->{job_nodes})
+# SIGSTOPped for 1.2 x TTL + 0.3 s (every lock it keeps runs out; a job idle in its
+# transaction meets the loss at its next command, its COMMIT among them), then continued;
+# 0.7 s apart, in a loop.  The other cluster's jobs go on meanwhile and take the resources.
+sub _fdw_stall_faults
+{
+	my ($f) = @_;
+	my @nodes = @{ $f->{job_nodes} };
+	my $out = _delayed_out($f);
+	my ($t, $k) = (_lease_start($f) + 0.5, 0);
+	while ($t + $out < $f->{seconds})
+	{
+		my $node = $nodes[ $k++ % @nodes ];
+		$f->at($t);
+		$f->worker_stop($node);
+		$f->at($f->now + $out);
+		$f->worker_cont($node);
+		$t = $f->now + 0.7;
 	}
 	return;
 }
