@@ -50,6 +50,16 @@ SELECT redlock_release('regress-wait');
 RESET redlock.retry_delay;
 RESET redlock.retry_jitter;
 
+-- wait_ms bounds the wait also when redlock.retry_delay is longer: a 200 ms wait with a
+-- 20 s retry delay gives up after about 200 ms, not after the delay.
+SELECT other($$SELECT redlock_acquire('regress-wait', 30000)$$);
+SET redlock.retry_delay = 20000;
+SELECT clock_timestamp() AS wait_began \gset
+SELECT redlock_acquire('regress-wait', 30000, 200) AS waited;
+SELECT clock_timestamp() - :'wait_began'::timestamptz < interval '10 s' AS bounded_by_wait_ms;
+SELECT other($$SELECT redlock_release('regress-wait')$$);
+RESET redlock.retry_delay;
+
 -- Key prefix: the key changes, so the unprefixed name is a different lock.
 SET redlock.key_prefix = 'app:';
 SELECT redlock_acquire('regress-p');

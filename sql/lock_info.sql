@@ -25,6 +25,15 @@ SELECT held, masters, ttl_ms BETWEEN 25000 AND 30000 AS ttl_counting,
        scope, coalesce(waiters, 0) AS waiters
   FROM redlock_lock_info('regress-li-a');
 
+-- The record keeps the application_name in force at the acquire: a change later in the
+-- session shows in the next lock's record only.
+SET application_name = 'regress-li-later';
+SELECT redlock_acquire('regress-li-a2', 30000);
+SELECT (SELECT application_name FROM redlock_lock_info('regress-li-a')) AS first_lock,
+       (SELECT application_name FROM redlock_lock_info('regress-li-a2')) AS second_lock;
+SELECT redlock_release('regress-li-a2');
+SET application_name = 'regress-li';
+
 -- The other session's locks: its pid, its scope; a claim is 'claim'.
 SELECT other($$SELECT redlock_acquire('regress-li-b', 30000)$$) AS other_acquired;
 SELECT held, masters, pid = (SELECT pid FROM other_pid) AS pid_is_others, scope
@@ -63,6 +72,25 @@ SELECT redlock_acquire('regress-li-b', 30000) AS taken_after_force;
 SELECT redlock_fencing_token('regress-li-b') > :evicted_token AS token_above_evicted;
 SELECT redlock_force_release('regress-li-nobody') AS nothing_to_delete;
 SELECT redlock_force_release(4242::bigint) AS bigint_form;
+
+-- Names in the database's encoding: a LATIN1 database, reached through dblink (which
+-- hands its text back in this database's encoding), shows the key of café, the UTF-8
+-- name, as café, and NULL for a name that LATIN1 cannot show.
+CREATE DATABASE regress_li_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'
+  TEMPLATE template0;
+SELECT dblink_connect('latin1',
+       format('dbname=regress_li_latin1 port=%s host=%s', current_setting('port'),
+              split_part(current_setting('unix_socket_directories'), ',', 1))) AS latin1;
+SELECT dblink_exec('latin1', 'CREATE EXTENSION redlock') AS created;
+SELECT dblink_exec('latin1', 'SET redlock.key_prefix = ''regress-li:''') AS latin1_prefix;
+SELECT redlock_acquire('regress-li-café', 30000) AS cafe,
+       redlock_acquire('regress-li-語', 30000) AS not_latin1;
+SELECT resource, resource IS NULL AS not_shown FROM dblink('latin1',
+       $$SELECT resource FROM redlock_cluster_locks() WHERE resource IS NULL OR resource LIKE 'regress-li-caf%' ORDER BY 1$$)
+       AS t(resource text);
+SELECT redlock_release('regress-li-café') AS cafe, redlock_release('regress-li-語') AS not_latin1;
+SELECT dblink_disconnect('latin1');
+DROP DATABASE regress_li_latin1 WITH (FORCE);
 
 -- Bad input.
 SELECT redlock_lock_info(NULL::text);

@@ -1,7 +1,6 @@
 -- Semaphores (redlock_acquire_permit): at most "permits" holders at once, each on one of
 -- the slots resource#1..resource#permits, an ordinary lock each.  A second and a third
 -- session, reached through dblink, play the other holders.
--- (observability, before it, leaves the extension at 1.1; run alone, it is at 1.5.)
 SET client_min_messages = warning;
 ALTER EXTENSION redlock UPDATE;
 RESET client_min_messages;
@@ -9,7 +8,7 @@ RESET client_min_messages;
 SELECT dblink_connect('third',
        format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
               split_part(current_setting('unix_socket_directories'), ',', 1)));
-CREATE FUNCTION third(sql text) RETURNS boolean LANGUAGE sql
+CREATE OR REPLACE FUNCTION third(sql text) RETURNS boolean LANGUAGE sql
 AS $$ SELECT r FROM dblink('third', sql) AS t(r boolean) $$;
 SET redlock.key_prefix = 'regress-pm:';
 SELECT dblink_exec('other', 'SET redlock.key_prefix = ''regress-pm:''') AS other_prefix;

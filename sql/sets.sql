@@ -49,6 +49,16 @@ SELECT redlock_extend(ARRAY['s-w1', 's-nope'], 45000) AS not_all_held;
 SELECT redlock_release(ARRAY['s-w1', 's-w2', 's-nope']) AS not_all_held;
 SELECT count(*) AS held_now FROM redlock_locks();
 
+-- A set's validity counts the clock drift allowance as a single lock's does: with a
+-- factor of 0.5, a 10 s TTL leaves at most 4998 ms on each lock of the set.
+SET redlock.clock_drift_factor = 0.5;
+SELECT redlock_acquire(ARRAY['s-drift-1', 's-drift-2'], 10000) AS set_held;
+SELECT resource, validity_ms BETWEEN 1 AND 4998 AS drift_taken_off FROM redlock_locks()
+ WHERE resource LIKE 's-drift-%'
+ ORDER BY resource;
+SELECT redlock_release(ARRAY['s-drift-1', 's-drift-2']) AS released;
+RESET redlock.clock_drift_factor;
+
 -- A set is acquired whole: a resource held already cannot join one (55000).
 SELECT redlock_acquire('s-h', 30000);
 SELECT redlock_acquire(ARRAY['s-g', 's-h'], 30000);
@@ -75,6 +85,8 @@ SELECT redlock_acquire(ARRAY[]::text[], 30000);
 SELECT redlock_acquire(ARRAY['s-a', NULL], 30000);
 SELECT redlock_acquire(ARRAY['s-a', ''], 30000);
 SELECT redlock_acquire(ARRAY['s-a', 's-b', 's-a'], 30000);
+SELECT redlock_acquire(ARRAY['s-a', 's-a'], 30000);
+SELECT redlock_acquire(ARRAY['s-a', 's-b', 's-b', 's-c'], 30000);
 SELECT redlock_acquire(ARRAY[['s-a', 's-b'], ['s-c', 's-d']], 30000);
 SELECT redlock_acquire(ARRAY(SELECT 's-' || g FROM generate_series(1, 65) g), 30000);
 SELECT redlock_acquire(ARRAY['s-a'], 0);

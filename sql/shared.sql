@@ -49,6 +49,27 @@ SELECT redlock_extend('sh-b', 45000) AS extended;
 SELECT ttl_ms FROM redlock_locks();
 SELECT redlock_extend('sh-b') AS extended_again;
 
+-- A shared hold's validity counts the clock drift allowance as a single lock's does:
+-- with a factor of 0.5, a 10 s TTL leaves at most 4998 ms.
+SET redlock.clock_drift_factor = 0.5;
+SELECT redlock_acquire_shared('sh-drift', 10000) AS mine;
+SELECT validity_ms BETWEEN 1 AND 4998 AS drift_taken_off FROM redlock_locks()
+ WHERE resource = 'sh-drift';
+SELECT redlock_release('sh-drift') AS released;
+RESET redlock.clock_drift_factor;
+
+-- When the latest hold is released, the key lives on as long as the longest of the
+-- holds left (40 s), not the shortest (20 s): else it could expire under a holder.
+SELECT redlock_acquire_shared('sh-l', 20000) AS mine_20s;
+SELECT other($$SELECT redlock_acquire_shared('sh-l', 40000)$$) AS other_40s;
+SELECT third($$SELECT redlock_acquire_shared('sh-l', 60000)$$) AS third_60s;
+SELECT third($$SELECT redlock_release('sh-l')$$) AS latest_released;
+SELECT held, masters, ttl_ms > 30000 AS ttl_of_the_longest_left FROM redlock_lock_info('sh-l');
+SELECT other($$SELECT redlock_release('sh-l')$$) AS other_released;
+SELECT held, masters, ttl_ms <= 20000 AS ttl_of_the_one_left FROM redlock_lock_info('sh-l');
+SELECT redlock_release('sh-l') AS released;
+SELECT held FROM redlock_lock_info('sh-l');
+
 -- One mode at a time in a session (55000), and no fencing token for a shared hold
 -- (0A000).
 SELECT redlock_acquire('sh-b', 30000);

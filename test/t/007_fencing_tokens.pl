@@ -1,11 +1,12 @@
 # Fencing tokens (redlock_fencing_token, doc/redlock.md §9) and redlock.quorum: tokens
 # grow from holder to holder and stay fixed for a hold; the counters live on the masters
-# under their own keys; a lost lock (token gone, validity run out) gets no token; fewer
-# than a quorum answering is 08006; and the guarded write of README's pattern refuses a
-# holder paused past its validity (SIGSTOP of its backend), on a table of another
-# cluster reached through postgres_fdw.  A later holder on a cluster whose clock is 5 s
-# behind gets a larger token after every master was restarted empty with README's delay
-# (issue 21, item 5).  A quorum of 4 of 5 is needed where set.
+# under their own keys, and a write never lowers one; a lost lock (token gone, validity
+# run out) gets no token; fewer than a quorum answering is 08006; and the guarded write
+# of README's pattern refuses a holder paused past its validity (SIGSTOP of its
+# backend), on a table of another cluster reached through postgres_fdw.  A later holder
+# on a cluster whose clock is 5 s behind gets a larger token after every master was
+# restarted empty with README's delay (issue 21, item 5).  A quorum of 4 of 5 is needed
+# where set.
 
 use strict;
 use warnings;
@@ -16,7 +17,7 @@ use Test::More;
 use FindBin;
 use Time::HiRes qw(time usleep);
 
-use PsqlSession qw(session sql);
+use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
@@ -59,6 +60,24 @@ sql($s1, "SELECT redlock_acquire('fence-a', 10000)");
 ($out) = sql($s1, "SELECT redlock_fencing_token('fence-a')");
 is($out, $ahead + 1, 'a counter ahead of the clock is counted up from');
 sql($s1, "SELECT redlock_release('fence-a')");
+
+# The write round sets a counter only where it is smaller: masters 3 and 4 hold a counter
+# far ahead but are frozen through the read round, so the three others give a token
+# below it; the write reaches 3 and 4 once they resume, and leaves their counters as
+# they were (a counter is never lowered).
+my $high = $ahead + 1_000_000_000;
+sql($s1, "SELECT redlock_acquire('fence-high', 10000)");
+$redis->redis_cli($_, 'SET', counter_key('fence-high'), $high) for 3, 4;
+my @before = $redis->calls_at([ 3, 4 ]);
+$redis->stop($_) for 3, 4;
+($out) = sql($s1, "SELECT redlock_fencing_token('fence-high')");
+$redis->cont($_) for 3, 4;
+cmp_ok($out, '<', $high, "masters 3 and 4 frozen through the read round: a token below their counter ($out)");
+ok(wait_until(10, sub { my @n = $redis->calls_at([ 3, 4 ]); $n[0] >= $before[0] + 2 && $n[1] >= $before[1] + 2 }),
+	'... masters 3 and 4, resumed, ran the read and the write');
+is(join(',', map { $redis->redis_cli($_, 'GET', counter_key('fence-high')) } 3, 4), "$high,$high",
+	'... and the write left their higher counters as they were');
+sql($s1, "SELECT redlock_release('fence-high')");
 
 # A counter that is not a number is an error reply from the masters that hold it.
 $redis->redis_all('SET', counter_key('fence-junk'), 'junk');

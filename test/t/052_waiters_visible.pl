@@ -3,8 +3,9 @@
 # far (the resource without redlock.key_prefix).  The resource is shown as
 # pg_stat_activity shows a query: to the waiting role, to
 # members of pg_read_all_stats and to superusers; to other roles it is NULL.  Once the
-# waiter gets the lock, its row is gone.  Without the library preloaded (no waiter
-# board) there are no rows.
+# waiter gets the lock, its row is gone.  A LATIN1 database shows a resource in its own
+# encoding, or NULL when it cannot.  Without the library preloaded (no waiter board)
+# there are no rows.
 
 use strict;
 use warnings;
@@ -57,9 +58,12 @@ cmp_ok($attempts, '>=', 1, "... and its attempts so far ($attempts)");
 ($out) = sql($holder,
 	"SELECT waiting_since BETWEEN now() - interval '15 s' AND clock_timestamp() FROM redlock_waiters()");
 is($out, 't', '... and when its wait began: within the last seconds');
-($out) = sql($holder,
-	"SELECT w.pid = a.pid AND a.wait_event IS NOT NULL FROM redlock_waiters() w JOIN pg_stat_activity a USING (pid)");
-is($out, 't', '... which joins pg_stat_activity, where it shows a wait event');
+# (Polled: between its waits the waiter runs, and shows no wait event for that moment.)
+ok(wait_until(5, sub {
+			(sql($holder,
+				"SELECT w.pid = a.pid AND a.wait_event IS NOT NULL FROM redlock_waiters() w JOIN pg_stat_activity a USING (pid)"))[0] eq 't';
+		}),
+	'... which joins pg_stat_activity, where it shows a wait event');
 
 ($out) = sql($stranger, "SELECT pid, resource IS NULL FROM redlock_waiters()");
 is($out, "$waiter_pid|t", 'another role sees the waiter but not its resource (NULL)');
@@ -73,6 +77,35 @@ is($got, 't', 'the waiter acquires');
 ($out) = sql($holder, "SELECT count(*) FROM redlock_waiters()");
 is($out, '0', '... and its row is gone');
 sql($waiter, "SELECT redlock_release('nightly-billing')");
+
+# --- names in the database's encoding ---
+# Seen from a LATIN1 database, the waiter for café (whose key is the UTF-8 name) shows
+# café, and the waiter for a name that LATIN1 cannot show shows NULL.
+
+$node->safe_psql('postgres',
+	"CREATE DATABASE latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+$node->safe_psql('latin1', 'CREATE EXTENSION redlock');
+my $latin1 = session($node, 'latin1');
+sql($latin1, "SET client_encoding = 'UTF8'");
+($out) = sql($holder, "SELECT redlock_acquire('café', 30000) AND redlock_acquire('語', 30000)");
+is($out, 't', 'the holder acquires café and 語');
+my @named = (session($node), session($node));
+$named[0]->start("SELECT redlock_acquire('café', 30000, 30000)");
+$named[1]->start("SELECT redlock_acquire('語', 30000, 30000)");
+ok(wait_until(10, sub { (sql($latin1, "SELECT count(*) FROM redlock_waiters()"))[0] eq '2' }),
+	'a LATIN1 database sees the two waiters');
+($out) = sql($latin1,
+	"SELECT string_agg(coalesce(resource, '(null)'), ',' ORDER BY resource) FROM redlock_waiters()");
+is($out, 'café,(null)', "... café's as café, and NULL for 語, which LATIN1 cannot show");
+sql($holder, "SELECT redlock_release('café'), redlock_release('語')");
+for my $w (@named)
+{
+	my ($got) = $w->finish;
+	is($got, 't', '... each waiter acquires once released');
+	sql($w, "SELECT redlock_release_all()");
+	$w->quit;
+}
+$latin1->quit;
 
 # --- not preloaded: no board, no rows ---
 

@@ -8,8 +8,9 @@
 # - A holder record is never shown beside another token: a record left with an old token
 #   (a holder that released on masters where the record survived) is ignored; a busy
 #   attempt leaves the holder's record alone; an extended lock keeps its record.
-# - Keys of another client on 2 of 5 masters are not held; with uneven TTLs, ttl_ms is
-#   the third largest; 2,500 keys take several SCAN steps; max_locks stops the listing.
+# - Keys of another client on 2 of 5 masters are not held, nor two tokens on 2 masters
+#   each; with uneven TTLs, ttl_ms is the third largest; 2,500 keys take several SCAN
+#   steps; max_locks stops the listing.
 # - redlock_force_release on beta evicts alpha's auto-extended job: its statement is
 #   cancelled within one renewal interval (TTL/3), beta takes the lock, and beta's
 #   fencing token is above alpha's, so alpha's late fenced write changes nothing; the
@@ -90,12 +91,17 @@ sql($job, "SELECT redlock_release('extended-job')");
 $redis->redis_cli($_, 'SET', 'partial', 'c0ffee', 'PX', '30000') for 0 .. 1;
 ($out) = sql($watcher, "SELECT held, masters, ttl_ms IS NULL, scope FROM redlock_lock_info('partial')");
 is($out, 'f|2|t|unknown', 'a key on 2 of 5 masters: not held, 2 masters, no TTL');
+# Two tokens of one length on two masters each: four masters hold a key, but no quorum
+# holds the same token.
+$redis->redis_cli($_, 'SET', 'split', $_ < 2 ? 'c0ffee' : 'decade', 'PX', '30000') for 0 .. 3;
+($out) = sql($watcher, "SELECT held, masters, ttl_ms IS NULL FROM redlock_lock_info('split')");
+is($out, 'f|2|t', 'two tokens on 2 masters each: not held, 2 masters, no TTL');
 $redis->redis_cli($_, 'SET', 'uneven', 'c0ffee', 'PX', 10000 * ($_ + 1)) for 0 .. 4;
 ($out) = sql($watcher, "SELECT held, masters, ttl_ms FROM redlock_lock_info('uneven')");
 my ($held, $masters, $ttl) = split /\|/, $out;
 is("$held|$masters", 't|5', 'TTLs of 10 to 50 s: held by 5');
 ok($ttl > 25000 && $ttl <= 30000, "... for the third largest PTTL, 30 s ($ttl ms)");
-$redis->redis_all('DEL', 'partial', 'uneven');
+$redis->redis_all('DEL', 'partial', 'split', 'uneven');
 
 # --- every lock, cluster-wide ---
 

@@ -91,6 +91,13 @@ is(slot_of($b2), $a1_slot, "... the slot alpha gave back ($a1_slot)");
 
 # Two slots released while beta's worker is frozen reach it together: two releases, two
 # waiters woken (each the oldest not woken yet), although they come within microseconds.
+# Woken: a waiter holds a slot or has made another attempt; with a 60 s retry delay and a
+# 30 s wait, nothing else brings an attempt within 15 s (the second waiter, queued behind
+# the first, had made none).  Both holding within 15 s is not asserted: the two woken
+# waiters race for the two free slots; the one that wins most masters takes both slots
+# and gives one back, and the worker can count that give-back's announcement as one more
+# of the slot's release it counted already (within 100 ms), waking nobody; the loser then
+# gets its slot at its wait's last attempt (2 runs of 12 of this scene, 2026-11-28).
 my ($p1, $p2, $w1, $w2) = (session($alpha), session($alpha), session($beta), session($beta));
 sql($_, "SELECT redlock_acquire_permit('pair', 2, 60000)") for ($p1, $p2);
 my %waiter_pid;
@@ -99,7 +106,7 @@ for my $w ($w1, $w2)
 	sql($w, "SET redlock.retry_delay = 60000");
 	sql($w, "SET redlock.retry_jitter = 0");
 	$waiter_pid{$w} = $w->pid;
-	$w->start("SELECT redlock_acquire_permit('pair', 2, 60000, 40000)");
+	$w->start("SELECT redlock_acquire_permit('pair', 2, 60000, 30000)");
 	usleep(200_000);
 }
 ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = 'pair'"))[0] eq '2' }),
@@ -107,23 +114,36 @@ ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE 
 ok(wait_until(10, sub { !grep { (split /\s+/)[1] ne '1' } $redis->redis_all('PUBSUB', 'NUMSUB', 'redlock:released:pair') }),
 	"... and beta's worker subscribed to its channel on every master");
 usleep(500_000);	# for the worker to read the confirmations (and catch up) before it freezes
+
+# Each waiter's attempts so far (pid => attempts), from redlock_waiters().
+sub pair_attempts
+{
+	my ($rows) = sql($b1, "SELECT pid, attempts FROM redlock_waiters() WHERE resource = 'pair'");
+	return map { split /\|/ } grep { /\|/ } split /\n/, $rows // '';
+}
+my %attempts_before = pair_attempts();
+note 'attempts before the releases (pid => attempts): ' . join(', ', map { "$_ => $attempts_before{$_}" } sort keys %attempts_before);
 my ($wpid) = $beta->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
 kill 'STOP', $wpid;
 sql($_, "SELECT redlock_release('pair')") for ($p1, $p2);
 usleep(300_000);
 kill 'CONT', $wpid;
+my $t_thaw = time;
 ok(wait_until(15, sub {
-			my ($holders) = sql($a1, "SELECT string_agg(pid::text, ',' ORDER BY pid) FROM (SELECT pid FROM redlock_lock_info('pair#1') UNION ALL SELECT pid FROM redlock_lock_info('pair#2')) h");
-			return $holders eq join(',', sort { $a <=> $b } values %waiter_pid);
+			my ($holders) = sql($a1, "SELECT string_agg(pid::text, ',') FROM (SELECT pid FROM redlock_lock_info('pair#1') WHERE held UNION ALL SELECT pid FROM redlock_lock_info('pair#2') WHERE held) h");
+			my %holds = map { $_ => 1 } split /,/, $holders // '';
+			my %now = pair_attempts();
+			return !grep { !$holds{$_} && ($now{$_} // -1) <= ($attempts_before{$_} // 0) } values %waiter_pid;
 		}),
-	"beta: both waiters hold a slot within 15 s (retry delay 60 s): the two releases woke two");
+	"beta: both waiters woken within 15 s (retry delay 60 s): each holds a slot or tried again; the two releases woke two");
 for my $w ($w1, $w2)
 {
 	($out) = $w->finish;
 	is($out, 't', '... and its acquire returns true');
 	sql($w, "SELECT redlock_release('pair')");
 }
+note sprintf('both waiters held a slot within %.1f s of the thaw', time - $t_thaw);
 $_->quit for ($p1, $p2, $w1, $w2);
 
 # A holder's exit frees its permit.

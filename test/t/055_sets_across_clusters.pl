@@ -6,7 +6,7 @@
 # - All or nothing on each master: where another client holds one key of the set, the
 #   script sets none of the set's keys there; a set that a quorum granted is held (the
 #   other masters hold none of it); a set a quorum refused leaves nothing anywhere, also
-#   where the script had set it (the undo).
+#   where the script had set it (the undo, where two masters set it and where one did).
 # - Waiting: a release of the set's first resource wakes a waiter in the other cluster;
 #   a key held elsewhere with a short TTL ends the wait when it expires, well before the
 #   retry delay.
@@ -86,13 +86,41 @@ is(join(',', $redis->redis_all('GET', 'acct-6')), 'someone-else,someone-else,,,'
 	'... and acct-6 where it was ours only');
 
 # Held elsewhere on three masters: refused; the two masters that set the whole set undo it.
+# Masters 0-2 answer 100 ms late, so that the attempt counts the answers of 3 and 4 (they
+# set it) before the refusals decide it: every master answered, two of them set it.
 $redis->redis_cli($_, 'SET', 'acct-8', 'someone-else', 'PX', '60000') for 0, 1, 2;
-($out) = sql($a2, "SELECT redlock_acquire(ARRAY['acct-7', 'acct-8'], 30000)");
-is($out, 'f', 'acct-8 held elsewhere on masters 0-2: the set is refused');
+($out) = $redis->answer_late([ 0, 1, 2 ], 100, $a2, "SELECT redlock_acquire(ARRAY['acct-7', 'acct-8'], 30000)");
+is($out, 'f', 'acct-8 held elsewhere on masters 0-2, which answer late: the set is refused');
 is(join(',', $redis->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'EXISTS', 'acct-7')), '0,0,0,0,0',
 	'... and masters 3 and 4, which had set all of it, undid it: acct-7 is nowhere');
 is(join(',', $redis->redis_all('GET', 'acct-8')), 'someone-else,someone-else,someone-else,,',
 	'... acct-8 is the other client\'s where it was, and nowhere else');
+
+# Where one master only set the whole set, it undoes it too.  A session on masters 0-2
+# only (a quorum of 2): acct-13 held elsewhere on masters 0 and 1, which answer 100 ms
+# late, so that the attempt counts master 2's answer (it set the set) and then both
+# refusals: every master answered, one set it.  (With five masters, the third of four
+# refusals decides the attempt while the fourth may be unread, and a master that did
+# not answer is undone in any case.)
+my $three = session($alpha);
+sql($three, "SET redlock.servers = '" . join(',', map { "127.0.0.1:$_" } ($redis->ports)[0 .. 2]) . "'");
+($out) = sql($three, "SELECT redlock_acquire('acct-14', 30000) AND redlock_release('acct-14')");
+is($out, 't', 'a session on masters 0-2 connects to them (a lock taken and released)');
+$redis->redis_cli($_, 'SET', 'acct-13', 'someone-else', 'PX', '60000') for 0, 1;
+my ($calls_2) = $redis->calls_at([2]);
+$redis->stop($_) for 0, 1;
+$three->start("SELECT redlock_acquire(ARRAY['acct-12', 'acct-13'], 30000)");
+ok(wait_until(10, sub { ($redis->calls_at([2]))[0] > $calls_2 }),
+	'master 2 ran the attempt while masters 0 and 1 were frozen');
+usleep(100_000);
+$redis->cont($_) for 0, 1;
+($out) = $three->finish;
+is($out, 'f', 'on masters 0-2, acct-13 held elsewhere on masters 0 and 1: the set is refused');
+is(join(',', $redis->wait_all(5, sub { !grep { $_ ne '0' } @_ }, 'EXISTS', 'acct-12')), '0,0,0,0,0',
+	'... and master 2, the one that had set all of it, undid it: acct-12 is nowhere');
+is(join(',', $redis->redis_all('GET', 'acct-13')), 'someone-else,someone-else,,,',
+	'... acct-13 is the other client\'s where it was, and nowhere else');
+$three->quit;
 
 # --- waiting ---
 
@@ -196,7 +224,7 @@ sql($b1, "SELECT redlock_release_all()");
 sql($a1, "SELECT redlock_release_all()");
 
 $_->quit for ($a1, $a2, $b1, $b2, $job, $cut);
-$redis->redis_cli($_, 'DEL', 'acct-6', 'acct-8') for 0 .. 4;
+$redis->redis_cli($_, 'DEL', 'acct-6', 'acct-8', 'acct-13') for 0 .. 4;
 # Only the fencing counter of acct-61 is left.
 my @dbsize = $redis->wait_all(5, sub { !grep { $_ ne '1' } @_ }, 'DBSIZE');
 is(join(',', @dbsize), '1,1,1,1,1', 'every lock key and holder record gone; one fencing counter left on each master');
