@@ -97,12 +97,16 @@ typedef struct Channel
  * Announcements of recent releases, counted by key: one release is announced by each
  * master that deleted the key, at slightly different moments, and a waiter woken by the
  * first could find the key still on a majority.  Waiters are woken once a quorum of the
- * masters announced it; later announcements of the same release are ignored.
+ * masters announced it; later announcements of the same release are ignored.  A master
+ * announces a release once, so its k-th announcement within the window is of the k-th
+ * release (a semaphore's slot freed again at once: an attempt giving back a slot it took
+ * twice): the k-th release wakes a waiter once a quorum of masters announced k times.
  */
 typedef struct Announced
 {
 	uint64		key_hash;
-	int			count;
+	uint8		announced[REDLOCK_MAX_NODES];	/* per master, within the window */
+	uint8		woken;			/* releases that woke a waiter */
 	double		first_ms;
 } Announced;
 
@@ -271,23 +275,38 @@ sub_channels_sync(double now)
 
 /*
  * Counts one master's announcement, on key's channel, of the release of the key
- * released (key itself, or a semaphore's slot); wakes key's waiters at the quorum-th.
+ * released (key itself, or a semaphore's slot); wakes one of key's waiters for each
+ * release a quorum announced.
  */
 static void
-sub_announce(const char *key, size_t len, const char *released, size_t released_len)
+sub_announce(const Subscriber *sub, const char *key, size_t len, const char *released,
+			 size_t released_len)
 {
 	uint64		h = hash_bytes_extended((const unsigned char *) released, (int) released_len, 0);
 	Announced  *a = &announced[h % ANNOUNCED_SLOTS];
 	double		now = redlock_clock_ms();
+	int			reached;
 
 	if (a->key_hash != h || now - a->first_ms > ANNOUNCED_WINDOW_MS)
 	{
+		memset(a, 0, sizeof(*a));
 		a->key_hash = h;
-		a->count = 0;
 		a->first_ms = now;
 	}
-	if (++a->count == subs_quorum())
-		(void) redlock_waiters_wake(key, len, released, released_len, false);
+	if (a->announced[sub->node] == PG_UINT8_MAX)
+		return;
+	a->announced[sub->node]++;
+	/* Masters that announced the release after the last one that woke. */
+	reached = 0;
+	for (int i = 0; i < nsubs; i++)
+		reached += a->announced[subs[i].node] > a->woken;
+	if (reached >= subs_quorum())
+	{
+		if (a->woken++ == 0)
+			(void) redlock_waiters_wake(key, len, released, released_len, false);
+		else
+			(void) redlock_waiters_wake_again(key, len, released, released_len);
+	}
 }
 
 /* A master confirmed sub's subscription to channel name: catch up at the quorum's. */
@@ -338,7 +357,7 @@ sub_reply(Subscriber *sub, redisReply *reply)
 			 reply->element[1]->len > CHANNEL_PREFIX_LEN &&
 			 strncmp(reply->element[1]->str, REDLOCK_RELEASE_CHANNEL_PREFIX,
 					 CHANNEL_PREFIX_LEN) == 0)
-		sub_announce(reply->element[1]->str + CHANNEL_PREFIX_LEN,
+		sub_announce(sub, reply->element[1]->str + CHANNEL_PREFIX_LEN,
 					 reply->element[1]->len - CHANNEL_PREFIX_LEN,
 					 reply->element[2]->str, reply->element[2]->len);
 }

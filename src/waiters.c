@@ -332,6 +332,9 @@ waiters_wake_one(int i, bool direct)
 	SetLatch(&ProcGlobal->allProcs[i].procLatch);
 }
 
+static int	waiters_wake(const char *key, size_t len, const char *released,
+						 size_t released_len, bool direct, bool dedup);
+
 /*
  * redlock_waiters_wake
  *		A release of key (len bytes) was announced: wakes the backend of this cluster
@@ -358,6 +361,30 @@ int
 redlock_waiters_wake(const char *key, size_t len, const char *released, size_t released_len,
 					 bool direct)
 {
+	return waiters_wake(key, len, released, released_len, direct, true);
+}
+
+/*
+ * redlock_waiters_wake_again
+ *		Another release of released (a semaphore's slot freed again at once: an attempt
+ *		giving back a slot it took twice), which the caller told apart from the one
+ *		that woke a waiter just now (the release announcements' count per master, in
+ *		subscription.c): wakes as redlock_waiters_wake does, but not deduplicated
+ *		against that recent wake-up.  Arguments and result as redlock_waiters_wake's,
+ *		not direct.  Raises nothing.
+ */
+int
+redlock_waiters_wake_again(const char *key, size_t len, const char *released,
+						   size_t released_len)
+{
+	return waiters_wake(key, len, released, released_len, false, false);
+}
+
+/* redlock_waiters_wake's and redlock_waiters_wake_again's; dedup: as the former. */
+static int
+waiters_wake(const char *key, size_t len, const char *released, size_t released_len,
+			 bool direct, bool dedup)
+{
 	uint64		h;
 	uint64		r;
 	uint64		now_us = (uint64) (redlock_clock_ms() * 1000.0);
@@ -372,7 +399,7 @@ redlock_waiters_wake(const char *key, size_t len, const char *released, size_t r
 	h = waiters_key_hash(key, len);
 	r = waiters_key_hash(released, released_len);
 	recent = &recent_wakes[r % RECENT_WAKES];
-	if (pg_atomic_read_u64(&recent->key_hash) == r &&
+	if (dedup && pg_atomic_read_u64(&recent->key_hash) == r &&
 		now_us - pg_atomic_read_u64(&recent->at_us) < dedup_us)
 		return 0;
 	/* A lock: nobody if a waiter of it was just woken; a slot: the oldest not just woken. */

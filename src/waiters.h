@@ -45,6 +45,8 @@ extern void redlock_waiters_end(void);
 extern void redlock_waiters_read(RedlockWaiter *waiter, RedlockWakeCount *count);
 extern int	redlock_waiters_wake(const char *key, size_t len, const char *released,
 								 size_t released_len, bool direct);
+extern int	redlock_waiters_wake_again(const char *key, size_t len, const char *released,
+									   size_t released_len);
 extern void redlock_waiters_catch_up(const char *key, size_t len);
 extern void redlock_waiters_keys(void (*fn) (const char *key, size_t len, void *arg),
 								 void *arg);

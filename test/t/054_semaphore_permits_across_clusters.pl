@@ -146,6 +146,61 @@ for my $w ($w1, $w2)
 note sprintf('both waiters held a slot within %.1f s of the thaw', time - $t_thaw);
 $_->quit for ($p1, $p2, $w1, $w2);
 
+# One slot released twice within the worker's 100 ms window (released, taken back at
+# once, released again), while beta's worker is frozen so that it reads all ten
+# announcements together: two releases, so two waiters woken.  The worker used to take
+# the second release's announcements for late ones of the first and wake nobody (the
+# give-back of a slot taken twice in the scene above does that): a master announces one
+# release once, so a master announcing again is another release.
+my ($q1, $v1, $v2) = (session($alpha), session($beta), session($beta));
+sql($q1, "SELECT redlock_acquire_permit('twice', 1, 60000)");
+my %twice_pid;
+for my $v ($v1, $v2)
+{
+	sql($v, "SET redlock.retry_delay = 60000");
+	sql($v, "SET redlock.retry_jitter = 0");
+	$twice_pid{$v} = $v->pid;
+	$v->start("SELECT redlock_acquire_permit('twice', 1, 60000, 20000)");
+	usleep(200_000);
+}
+ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = 'twice'"))[0] eq '2' }),
+	"beta: two waiters for the 1-permit 'twice'");
+ok(wait_until(10, sub { !grep { (split /\s+/)[1] ne '1' } $redis->redis_all('PUBSUB', 'NUMSUB', 'redlock:released:twice') }),
+	"... and beta's worker subscribed to its channel on every master");
+usleep(500_000);
+sub twice_attempts
+{
+	my ($rows) = sql($b1, "SELECT pid, attempts FROM redlock_waiters() WHERE resource = 'twice'");
+	return map { split /\|/ } grep { /\|/ } split /\n/, $rows // '';
+}
+my %twice_before = twice_attempts();
+($wpid) = $beta->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+kill 'STOP', $wpid;
+($out, $err) = sql($q1, "SELECT redlock_release('twice') AND redlock_acquire_permit('twice', 1, 60000) AND redlock_release('twice')");
+is($out, 't', "alpha releases the slot, takes it back and releases it again, beta's worker frozen");
+usleep(300_000);
+kill 'CONT', $wpid;
+ok(wait_until(10, sub {
+			my ($holders) = sql($a1, "SELECT string_agg(pid::text, ',') FROM redlock_lock_info('twice#1') WHERE held");
+			my %now = twice_attempts();
+			my $holder = $holders // '';
+			return !grep { $_ ne $holder && ($now{$_} // -1) <= ($twice_before{$_} // 0) } values %twice_pid;
+		}),
+	"... both of beta's waiters woken within 10 s (retry delay 60 s): one holds the slot, the other tried again");
+my ($twice_holder) = sql($a1, "SELECT pid FROM redlock_lock_info('twice#1') WHERE held");
+my @got;
+sql($b1, "SELECT pg_cancel_backend($twice_pid{$_})")
+  for grep { $twice_pid{$_} ne ($twice_holder // '') } ($v1, $v2);
+for my $v ($v1, $v2)
+{
+	($out) = $v->finish;
+	push @got, $out // '';
+}
+sql($_, "SELECT redlock_release_all()") for ($v1, $v2);
+is(join(',', sort @got), ',t', "... one acquire returns true, the other waiter is still waiting (cancelled here)");
+$_->quit for ($q1, $v1, $v2);
+
 # A holder's exit frees its permit.
 my $a2_slot = slot_of($a2);
 $a2->quit;
