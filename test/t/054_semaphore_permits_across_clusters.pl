@@ -201,6 +201,44 @@ sql($_, "SELECT redlock_release_all()") for ($v1, $v2);
 is(join(',', sort @got), ',t', "... one acquire returns true, the other waiter is still waiting (cancelled here)");
 $_->quit for ($q1, $v1, $v2);
 
+# And one release of a slot, with every master announcing it, wakes one waiter: the
+# second waiter makes no attempt (the worker reads the five announcements together).
+($q1, $v1, $v2) = (session($alpha), session($beta), session($beta));
+sql($q1, "SELECT redlock_acquire_permit('once', 1, 60000)");
+my %once_pid;
+for my $v ($v1, $v2)
+{
+	sql($v, "SET redlock.retry_delay = 60000");
+	sql($v, "SET redlock.retry_jitter = 0");
+	$once_pid{$v} = $v->pid;
+	$v->start("SELECT redlock_acquire_permit('once', 1, 60000, 20000)");
+	usleep(200_000);
+}
+ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = 'once'"))[0] eq '2' }),
+	"beta: two waiters for the 1-permit 'once'");
+ok(wait_until(10, sub { !grep { (split /\s+/)[1] ne '1' } $redis->redis_all('PUBSUB', 'NUMSUB', 'redlock:released:once') }),
+	"... and beta's worker subscribed to its channel on every master");
+usleep(500_000);
+my ($second_attempts) = sql($b1, "SELECT attempts FROM redlock_waiters() WHERE pid = $once_pid{$v2}");
+my ($wakeups_before) = sql($b1, 'SELECT wakeups FROM redlock_stats()');
+($wpid) = $beta->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'redlock auto-extend'");
+kill 'STOP', $wpid;
+sql($q1, "SELECT redlock_release('once')");
+usleep(300_000);
+kill 'CONT', $wpid;
+($out) = $v1->finish;
+is($out, 't', "alpha released 'once' once: beta's first waiter gets it");
+usleep(1_000_000);
+my ($wakeups_after) = sql($b1, 'SELECT wakeups FROM redlock_stats()');
+is($wakeups_after - $wakeups_before, 1, '... one wake-up for one release, though five masters announced it');
+is((sql($b1, "SELECT attempts FROM redlock_waiters() WHERE pid = $once_pid{$v2}"))[0], $second_attempts,
+	'... and the second waiter was not woken (no attempt)');
+sql($b1, "SELECT pg_cancel_backend($once_pid{$v2})");
+$v2->finish;
+sql($_, "SELECT redlock_release_all()") for ($v1, $v2);
+$_->quit for ($q1, $v1, $v2);
+
 # A holder's exit frees its permit.
 my $a2_slot = slot_of($a2);
 $a2->quit;
