@@ -152,22 +152,33 @@ $_->quit for ($p1, $p2, $w1, $w2);
 # the second release's announcements for late ones of the first and wake nobody (the
 # give-back of a slot taken twice in the scene above does that): a master announces one
 # release once, so a master announcing again is another release.
-my ($q1, $v1, $v2) = (session($alpha), session($beta), session($beta));
-sql($q1, "SELECT redlock_acquire_permit('twice', 1, 60000)");
-my %twice_pid;
-for my $v ($v1, $v2)
+# Alpha holds the 1-permit semaphore RESOURCE; two sessions of beta wait for it (60 s
+# retry delay, 20 s wait), beta's worker subscribed: returns alpha's session, the two
+# waiters and their pids (session => pid).
+sub two_waiters
 {
-	sql($v, "SET redlock.retry_delay = 60000");
-	sql($v, "SET redlock.retry_jitter = 0");
-	$twice_pid{$v} = $v->pid;
-	$v->start("SELECT redlock_acquire_permit('twice', 1, 60000, 20000)");
-	usleep(200_000);
+	my ($resource) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my ($q, @v) = (session($alpha), session($beta), session($beta));
+	my %pid;
+	sql($q, "SELECT redlock_acquire_permit('$resource', 1, 60000)");
+	for my $v (@v)
+	{
+		sql($v, "SET redlock.retry_delay = 60000");
+		sql($v, "SET redlock.retry_jitter = 0");
+		$pid{$v} = $v->pid;
+		$v->start("SELECT redlock_acquire_permit('$resource', 1, 60000, 20000)");
+		usleep(200_000);
+	}
+	ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = '$resource'"))[0] eq '2' }),
+		"beta: two waiters for the 1-permit '$resource'");
+	ok(wait_until(10, sub { !grep { (split /\s+/)[1] ne '1' } $redis->redis_all('PUBSUB', 'NUMSUB', "redlock:released:$resource") }),
+		"... and beta's worker subscribed to its channel on every master");
+	usleep(500_000);
+	return ($q, @v, \%pid);
 }
-ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = 'twice'"))[0] eq '2' }),
-	"beta: two waiters for the 1-permit 'twice'");
-ok(wait_until(10, sub { !grep { (split /\s+/)[1] ne '1' } $redis->redis_all('PUBSUB', 'NUMSUB', 'redlock:released:twice') }),
-	"... and beta's worker subscribed to its channel on every master");
-usleep(500_000);
+my ($q1, $v1, $v2, $pids) = two_waiters('twice');
+my %twice_pid = %$pids;
 sub twice_attempts
 {
 	my ($rows) = sql($b1, "SELECT pid, attempts FROM redlock_waiters() WHERE resource = 'twice'");
@@ -203,22 +214,8 @@ $_->quit for ($q1, $v1, $v2);
 
 # And one release of a slot, with every master announcing it, wakes one waiter: the
 # second waiter makes no attempt (the worker reads the five announcements together).
-($q1, $v1, $v2) = (session($alpha), session($beta), session($beta));
-sql($q1, "SELECT redlock_acquire_permit('once', 1, 60000)");
-my %once_pid;
-for my $v ($v1, $v2)
-{
-	sql($v, "SET redlock.retry_delay = 60000");
-	sql($v, "SET redlock.retry_jitter = 0");
-	$once_pid{$v} = $v->pid;
-	$v->start("SELECT redlock_acquire_permit('once', 1, 60000, 20000)");
-	usleep(200_000);
-}
-ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = 'once'"))[0] eq '2' }),
-	"beta: two waiters for the 1-permit 'once'");
-ok(wait_until(10, sub { !grep { (split /\s+/)[1] ne '1' } $redis->redis_all('PUBSUB', 'NUMSUB', 'redlock:released:once') }),
-	"... and beta's worker subscribed to its channel on every master");
-usleep(500_000);
+($q1, $v1, $v2, $pids) = two_waiters('once');
+my %once_pid = %$pids;
 my ($second_attempts) = sql($b1, "SELECT attempts FROM redlock_waiters() WHERE pid = $once_pid{$v2}");
 my ($wakeups_before) = sql($b1, 'SELECT wakeups FROM redlock_stats()');
 ($wpid) = $beta->safe_psql('postgres',
