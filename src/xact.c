@@ -364,8 +364,9 @@ xact_executor_end(QueryDesc *queryDesc)
 
 /*
  * redlock_hooks_register
- *		Registers the transaction, subtransaction, exit and DISCARD ALL hooks, once
- *		per backend.  Called before the first lock operation.  Raises nothing.
+ *		Registers the transaction, subtransaction, exit, error-report, utility
+ *		(DISCARD ALL) and executor start and end hooks, once per backend.  Called
+ *		before the first lock operation.  Raises nothing.
  */
 void
 redlock_hooks_register(void)
