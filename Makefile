@@ -3,10 +3,12 @@
 MODULE_big = redlock
 EXTENSION = redlock
 DATA = $(wildcard sql/redlock--*.sql)
-OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+# src/ is a folder per layer (src/README.md); includes name the folder: "wire/call.h".
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
+PG_CPPFLAGS += -I$(srcdir)/src
 SHLIB_LINK = -lhiredis
 
-# TLS to the masters (src/tls.c) when hiredis has its TLS library (hiredis_ssl, 1.0 and
+# TLS to the masters (src/wire/tls.c) when hiredis has its TLS library (hiredis_ssl, 1.0 and
 # later: Debian 13) and OpenSSL's headers are there; Debian 12's hiredis 0.14 has none.
 # Each is probed on its own, so that the build says which one is missing, in one plain
 # line.  REDLOCK_TLS=yes or no overrides the probe.
@@ -50,7 +52,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies: every object depends on the shared headers.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h src/*/*.h)
 
 # PostgreSQL's own headers warn under -Wextra: include them as system headers so that
 # warnings are reported for our code only.

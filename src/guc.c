@@ -26,11 +26,11 @@
 #include "storage/fd.h"
 #include "utils/guc.h"
 
+#include "build.h"
 #include "compat.h"
 #include "guc.h"
 #include "redlock.h"
 #include "servers.h"
-#include "tls.h"
 
 /*---- GUC variables ----*/
 

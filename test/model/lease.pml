@@ -1,5 +1,5 @@
 /*
- * lease.pml: the loss protocol of an auto-extended lock (src/lease.c), for Spin.
+ * lease.pml: the loss protocol of an auto-extended lock (src/shared/lease.c), for Spin.
  * test/model/README.md ("The lease model") says what is modelled, what is not, and
  * which -D options make each configuration; test/model/run runs them.
  *

@@ -1,6 +1,6 @@
 /*
  * redlock.pml: Redlock (doc/redlock.md §3-§6, §8) and the fencing token taken through
- * the lock (§9, src/fence.c), for Spin.  test/model/README.md says what is modelled,
+ * the lock (§9, src/protocol/fence.c), for Spin.  test/model/README.md says what is modelled,
  * what is not, and which -D options make each configuration; test/model/run runs them.
  *
  * Time is discrete and kept as what is left: a key lives TTL ticks after its SET or

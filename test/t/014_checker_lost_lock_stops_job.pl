@@ -1,5 +1,5 @@
 # The mutual-exclusion checker (test/checker/) on the loss protocol of auto-extended locks
-# (issue 21, src/lease.c), short version.  16 psql clients run jobs across commands on
+# (issue 21, src/shared/lease.c), short version.  16 psql clients run jobs across commands on
 # auto-extended locks taken with redlock.cancel_on_loss on, each stopping at its first
 # error; a job's transactions record its writes, and the long-job judge decides from what
 # committed whether a holder's work committed after the next holder acquired.  The faults:

@@ -1,4 +1,4 @@
-# A lost lock stops its job, always (issue 21): the loss protocol's invariant (src/lease.c)
+# A lost lock stops its job, always (issue 21): the loss protocol's invariant (src/shared/lease.c)
 # on every path the review found open.  For an auto-extended lock taken with
 # redlock.cancel_on_loss on, no transaction of its owner commits if the lock's validity
 # ran out at any point after it began (unless the owner was told in an earlier one), and

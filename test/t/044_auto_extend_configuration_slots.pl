@@ -1,4 +1,4 @@
-# The configurations auto-extended locks are taken under (src/lockconfig.c): the cluster
+# The configurations auto-extended locks are taken under (src/shared/lockconfig.c): the cluster
 # keeps at most 16 at once, each with its server list parsed, so that
 # - locks taken under 16 distinct configurations (here: redlock.database 0-15, one
 #   session each) all get one, and the 17th distinct one is 53400 with no key set;

@@ -5,7 +5,7 @@
 # session's first lock call, so in a session that touched a foreign table only after
 # that call, the remote transaction committed before our check refused the local one:
 # the guarded row was written in the other cluster after the lock was lost (7 of 7).
-# The guard now moves to the front at the end of every statement (src/xact.c).
+# The guard now moves to the front at the end of every statement (src/sql/xact.c).
 #
 # Two clusters share five masters: the owner, with postgres_fdw to a table of the other
 # (the remote cluster, which is also the rival that takes the lock once the owner's

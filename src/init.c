@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * redlock.c
+ *	  Module entry point.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "protocol/fence.h"
+#include "guc.h"
+#include "shared/lockconfig.h"
+#include "protocol/inspect.h"
+#include "protocol/quorum.h"
+#include "protocol/quorumshared.h"
+#include "protocol/round.h"
+#include "redlock.h"
+#include "shared/registry.h"
+#include "shared/stats.h"
+#include "shared/waiters.h"
+#include "worker/worker.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/*
+ * _PG_init
+ *		Defines the redlock.* GUCs when the library is loaded.  When it is preloaded,
+ *		also asks for shared memory (cluster-wide counters, the registry of
+ *		auto-extended locks and the configurations they were taken under, the waiter
+ *		board) and registers the background worker that renews them.
+ */
+void
+_PG_init(void)
+{
+	RedlockGucInit();
+	RedlockStatsInit();
+	RedlockRoundInit();
+	RedlockQuorumInit();
+	RedlockQuorumSetInit();
+	RedlockQuorumSharedInit();
+	RedlockFenceInit();
+	RedlockInspectInit();
+	RedlockRegistryInit();
+	RedlockLockConfigInit();
+	RedlockWaitersInit();
+	RedlockWorkerInit();
+}

@@ -1,0 +1,871 @@
+/*-------------------------------------------------------------------------
+ *
+ * locktable.c
+ *	  The locks this backend holds: resource -> key, token, node set, holds, validity;
+ *	  how a lock ends; and the ends of transactions, sessions and the backend.
+ *
+ * Holds stack like PostgreSQL's advisory locks (holds.c keeps them): the keys are
+ * deleted when the last hold goes, so a (sub)transaction that aborts, taking back the
+ * holds it added, releases a lock left with no hold: the acquire is undone with the
+ * work it was for.  The hold is logged before the network request (lockops.c), so that
+ * an acquire cut short by an error (query cancel) is undone by the abort that follows.
+ *
+ * A lock remembers the configuration it was taken under: its key (redlock.key_prefix
+ * and the UTF-8 form of the name, whatever the database encoding) and its node set
+ * (servers, credentials, database).  Once the configuration in force is another one,
+ * the lock is lost: other sessions now look for it elsewhere, so it protects nothing.
+ * Its validity reads 0, the commit guard fails, extend returns false, release warns;
+ * its keys are still released on the masters it was taken on.
+ *
+ * Every release of locks (release, release_all, commit, abort, exit) goes through
+ * redlock_locktable_release(): all of them in one round per node set, with one
+ * deadline.  A lock is marked "releasing" (no holds, not valid) before the round and
+ * forgotten after it, so that one whose release was interrupted (a cancel during
+ * redlock_release_all) is still in the table and is released by the cleanup that
+ * follows.
+ *
+ * A transaction-scoped hold on a lock found lost is remembered with its subtransaction
+ * (holds.c): it fails the commit unless that subtransaction rolls back.
+ *
+ * A lock acquired while redlock.auto_extend is on (or re-acquired while it is on) is
+ * also in the shared registry (registry.c), which the background worker renews.  Its
+ * validity is then the registry's; its extensions (redlock_extend, a re-acquire) are
+ * asked of the worker rather than sent from here, so that all of them reach each
+ * master in order over the worker's connections.  The entry is reserved before the
+ * acquire goes out and removed before any release, let-go or forget.  A lock the
+ * worker gave up on stays in the table, shown lost, until the owner lets go of it; the
+ * transaction that was running when it was lost cannot commit (when its owner asked
+ * to be cancelled on loss).
+ *
+ * Three verbs for a lock that ends, one idea each: a lock is released (its keys deleted
+ * on the masters it was taken on, by redlock_locktable_release, and the entry
+ * dropped); lost (found no longer ours: redlock_locktable_lose releases its keys and
+ * marks its transaction holds lost, and the entry stays until the caller drops it or
+ * acquires afresh); dropped (the entry leaves the table and the shared registry,
+ * redlock_locktable_drop).
+ *
+ * No protocol here: quorum.c runs it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "mb/pg_wchar.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "clock.h"
+#include "guc.h"
+#include "lock/holds.h"
+#include "lock/leasewatch.h"
+#include "lock/locktable.h"
+#include "protocol/quorum.h"
+#include "redlock.h"
+#include "shared/registry.h"
+#include "shared/stats.h"
+#include "shared/waiters.h"
+#include "wire/nodeset.h"
+
+static HTAB *locks = NULL;
+static MemoryContext LockTableContext = NULL;
+
+/* Locks marked releasing. */
+static int	releasing_total = 0;
+
+/* Locks in the shared registry (auto-extended). */
+static int	registered_total = 0;
+
+static void
+lt_init(void)
+{
+	HASHCTL		ctl;
+
+	if (locks)
+		return;
+	LockTableContext = AllocSetContextCreate(TopMemoryContext, "redlock lock table",
+											 ALLOCSET_SMALL_SIZES);
+	ctl.keysize = REDLOCK_MAX_RESOURCE_LEN + 1;
+	ctl.entrysize = sizeof(RedlockHeldLock);
+	ctl.hcxt = LockTableContext;
+	locks = hash_create("redlock held locks", 16, &ctl,
+						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+/*
+ * redlock_locktable_find
+ *		This backend's entry for resource, or NULL.  Raises only out-of-memory errors
+ *		(the first call creates the table).
+ */
+RedlockHeldLock *
+redlock_locktable_find(const char *resource)
+{
+	lt_init();
+	return hash_search(locks, resource, HASH_FIND, NULL);
+}
+
+/*
+ * redlock_locktable_reconfigured
+ *		True when the configuration in force is no longer the one lock was taken under:
+ *		its node set, or redlock.key_prefix (its key starts with the prefix it was
+ *		taken under).  Raises only encoding conversion errors of the prefix.
+ */
+bool
+redlock_locktable_reconfigured(const RedlockHeldLock *lock)
+{
+	const char *prefix = redlock_key_prefix ? redlock_key_prefix : "";
+	char	   *prefix_utf8;
+	bool		same_prefix;
+
+	if (lock->set != redlock_nodeset_current())
+		return true;
+	prefix_utf8 = pg_server_to_any(prefix, strlen(prefix), PG_UTF8);
+	same_prefix = strlen(prefix_utf8) == (size_t) lock->prefix_len &&
+		strncmp(lock->key, prefix_utf8, lock->prefix_len) == 0;
+	if (prefix_utf8 != prefix)
+		pfree(prefix_utf8);
+	return !same_prefix;
+}
+
+/*
+ * redlock_locktable_lost_by_worker
+ *		True when lock is auto-extended and the worker gave up on it.  Raises nothing.
+ */
+bool
+redlock_locktable_lost_by_worker(const RedlockHeldLock *lock)
+{
+	RedlockLease lease;
+
+	return lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &lease) &&
+		lease.state == LEASE_LOST;
+}
+
+/*
+ * redlock_locktable_validity_left
+ *		Validity time left (ms), <= 0 once run out, lost to a configuration change, or
+ *		given up on by the worker (spec §3 step 4: what the acquire's validity leaves
+ *		now).  An auto-extended lock's validity is the registry's.
+ */
+double
+redlock_locktable_validity_left(const RedlockHeldLock *lock)
+{
+	RedlockLease lease;
+
+	if (!lock->acquired || redlock_locktable_reconfigured(lock))
+		return 0;
+	if (lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &lease))
+		return lease.state == LEASE_LOST ? 0 : lease.valid_until_ms - redlock_clock_ms();
+	return lock->valid_until_ms - redlock_clock_ms();
+}
+
+/*
+ * redlock_locktable_make_key
+ *		The Redis key for resource under the configuration in force, palloc'd in the
+ *		table's context: redlock.key_prefix and the name, both in UTF-8.  *prefix_len
+ *		(may be NULL) is set to the prefix's length in the key, in bytes.  Raises
+ *		encoding conversion errors (22021).
+ */
+char *
+redlock_locktable_make_key(const char *resource, int *prefix_len)
+{
+	const char *prefix = redlock_key_prefix ? redlock_key_prefix : "";
+	char	   *prefix_utf8;
+	char	   *name_utf8;
+
+	lt_init();
+	prefix_utf8 = pg_server_to_any(prefix, strlen(prefix), PG_UTF8);
+	name_utf8 = pg_server_to_any(resource, strlen(resource), PG_UTF8);
+	if (prefix_len)
+		*prefix_len = strlen(prefix_utf8);
+	return MemoryContextStrdup(LockTableContext, psprintf("%s%s", prefix_utf8, name_utf8));
+}
+
+/*
+ * redlock_locktable_register
+ *		Puts lock in the shared registry (auto-extension), before its acquire goes out.
+ *		Raises what redlock_registry_reserve raises (55000, 54000, 53400).
+ */
+void
+redlock_locktable_register(RedlockHeldLock *lock)
+{
+	int			prefix_len;
+	char	   *key = redlock_locktable_make_key(lock->resource, &prefix_len);
+
+	/* A permit's key is its slot's, known at acquisition: check the longest fits. */
+	if (lock->permits > 0)
+	{
+		char	   *longest = psprintf("%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d", key,
+									   lock->permits);
+
+		pfree(key);
+		key = longest;
+	}
+	redlock_registry_reserve(key, prefix_len, redlock_cancel_on_loss, &lock->reg);
+	pfree(key);
+	lock->watch = redlock_lease_watch(&lock->reg, lock->resource);
+	registered_total++;
+}
+
+/* Takes lock out of the shared registry, if it is there: the worker lets go of it. */
+static void
+lt_unregister(RedlockHeldLock *lock)
+{
+	if (lock->reg.index < 0)
+		return;
+	redlock_lease_unwatch(lock->watch, lock->acquired && redlock_locktable_reconfigured(lock));
+	lock->watch = NULL;
+	redlock_registry_remove(&lock->reg);
+	registered_total--;
+}
+
+/* Gives lock its key under the configuration in force (a permit: its semaphore's). */
+static void
+lt_set_key(RedlockHeldLock *lock)
+{
+	int			prefix_len;
+	char	   *key = redlock_locktable_make_key(lock->resource, &prefix_len);
+	char	   *semaphore_key = lock->permits > 0
+		? MemoryContextStrdup(LockTableContext, key) : NULL;
+
+	/* Only now that nothing can fail: an error above leaves the entry as it was. */
+	if (lock->key)
+		pfree(lock->key);
+	if (lock->semaphore_key)
+		pfree(lock->semaphore_key);
+	lock->key = key;
+	lock->semaphore_key = semaphore_key;
+	lock->prefix_len = prefix_len;
+}
+
+/*
+ * redlock_locktable_create
+ *		A new entry for resource, on set (pinned), with its key but no token or hold
+ *		yet.  kind: REDLOCK_KIND_LOCK, REDLOCK_KIND_SHARED, or 1..REDLOCK_MAX_PERMITS
+ *		for a semaphore's permit.  Raises what redlock_locktable_make_key raises.
+ */
+RedlockHeldLock *
+redlock_locktable_create(const char *resource, int kind, RedlockNodeSet *set)
+{
+	RedlockHeldLock *lock;
+
+	lt_init();
+	lock = hash_search(locks, resource, HASH_ENTER, NULL);
+	memset(((char *) lock) + offsetof(RedlockHeldLock, key), 0,
+		   sizeof(RedlockHeldLock) - offsetof(RedlockHeldLock, key));
+	lock->reg.index = -1;
+	lock->permits = Max(kind, 0);
+	lock->shared = kind == REDLOCK_KIND_SHARED;
+	PG_TRY();
+	{
+		lt_set_key(lock);
+	}
+	PG_CATCH();
+	{
+		hash_search(locks, resource, HASH_REMOVE, NULL);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	lock->set = set;
+	redlock_nodeset_pin(set);
+	return lock;
+}
+
+/*
+ * redlock_locktable_slot_keys
+ *		A permit's slot keys (doc/semaphores.md): the semaphore's key, then
+ *		REDLOCK_PERMIT_SLOT_SEPARATOR and 1..permits; palloc'd, permits entries.  For
+ *		a lock, its one key.  Raises only out-of-memory errors.
+ */
+char	  **
+redlock_locktable_slot_keys(const RedlockHeldLock *lock)
+{
+	int			n = Max(lock->permits, 1);
+	char	  **keys = palloc(sizeof(char *) * n);
+
+	if (lock->permits == 0)
+		keys[0] = pstrdup(lock->key);
+	for (int s = 0; s < lock->permits; s++)
+		keys[s] = psprintf("%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d", lock->semaphore_key, s + 1);
+	return keys;
+}
+
+/*
+ * redlock_locktable_take_slot
+ *		Records that lock's acquire kept slot_keys[slot] (redlock_locktable_slot_keys):
+ *		a permit's key is its slot's from now on.  Raises nothing.
+ */
+void
+redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot)
+{
+	char	   *key;
+
+	if (lock->permits == 0)
+		return;
+	key = MemoryContextStrdup(LockTableContext, slot_keys[slot]);
+	pfree(lock->key);
+	lock->key = key;
+}
+
+/*
+ * redlock_locktable_acquired
+ *		Records that lock's acquire won (spec §3): held from now with ttl_ms and the
+ *		outcome's masters and validity; an auto-extended lock's registry entry is made
+ *		live, for the worker to renew.  Raises what redlock_registry_activate raises.
+ */
+void
+redlock_locktable_acquired(RedlockHeldLock *lock, int ttl_ms, const RedlockResult *result)
+{
+	lock->acquired = true;
+	lock->ttl_ms = ttl_ms;
+	lock->nodes = result->accepted;
+	lock->valid_until_ms = result->valid_until_ms;
+	lock->acquired_at = GetCurrentTimestamp();
+	if (lock->reg.index >= 0)
+		redlock_registry_activate(&lock->reg, lock->key, lock->token, ttl_ms,
+								  result->valid_until_ms);
+}
+
+/*
+ * redlock_locktable_kind
+ *		What this backend holds of resource: REDLOCK_KIND_NONE (nothing, or only a
+ *		release or an attempt left unfinished), REDLOCK_KIND_LOCK, REDLOCK_KIND_SHARED,
+ *		else a permit of a semaphore of that many permits.  Raises only out-of-memory
+ *		errors.
+ */
+int
+redlock_locktable_kind(const char *resource)
+{
+	RedlockHeldLock *lock = redlock_locktable_find(resource);
+
+	if (lock == NULL || lock->releasing || !lock->acquired)
+		return REDLOCK_KIND_NONE;
+	return lock->shared ? REDLOCK_KIND_SHARED : lock->permits;
+}
+
+/*
+ * redlock_locktable_rebase
+ *		Moves a lock found lost to set, the configuration in force, to be acquired
+ *		afresh with the holds it has: a new key, and no fencing token (a new hold, a
+ *		new token).  Raises what redlock_locktable_make_key raises.
+ */
+void
+redlock_locktable_rebase(RedlockHeldLock *lock, RedlockNodeSet *set)
+{
+	lt_set_key(lock);
+	redlock_nodeset_unpin(lock->set);
+	lock->set = set;
+	redlock_nodeset_pin(set);
+	lock->fence = 0;
+}
+
+/*
+ * redlock_locktable_add_hold
+ *		Logs a hold on lock at scope, in the current subtransaction (holds.c).  Raises
+ *		only out-of-memory errors.
+ */
+void
+redlock_locktable_add_hold(RedlockHeldLock *lock, RedlockScope scope)
+{
+	redlock_holds_add(&lock->holds, scope, LockTableContext);
+}
+
+/*
+ * redlock_locktable_drop
+ *		Drops lock: removes it from the table and the shared registry, freeing what it
+ *		owns.  Nothing goes to the masters.  Raises nothing.
+ */
+void
+redlock_locktable_drop(RedlockHeldLock *lock)
+{
+	lt_unregister(lock);
+	redlock_holds_free(&lock->holds);
+	if (lock->releasing)
+		releasing_total--;
+	if (lock->key)
+		pfree(lock->key);
+	if (lock->semaphore_key)
+		pfree(lock->semaphore_key);
+	redlock_nodeset_unpin(lock->set);
+	hash_search(locks, lock->resource, HASH_REMOVE, NULL);
+}
+
+/*
+ * The keys to release for lock, with its token, written into batch (may be NULL: only
+ * counted); returns how many.  A permit whose acquire did not finish may have set any
+ * of its slots (the attempt's one token is on each), so all of them go.
+ */
+static int
+lt_release_keys(RedlockHeldLock *lock, RedlockKeyToken *batch)
+{
+	char	  **slots;
+	int			n = (lock->permits > 0 && !lock->acquired) ? lock->permits : 1;
+
+	if (batch == NULL)
+		return n;
+	if (n == 1)
+	{
+		batch[0].key = lock->key;
+		batch[0].token = lock->token;
+		batch[0].announce = lock->semaphore_key;
+		return 1;
+	}
+	slots = redlock_locktable_slot_keys(lock);
+	for (int s = 0; s < n; s++)
+	{
+		batch[s].key = slots[s];
+		batch[s].token = lock->token;
+		batch[s].announce = lock->semaphore_key;
+	}
+	return n;
+}
+
+/*
+ * redlock_locktable_release
+ *		Releases held[0..n-1] on the masters they were taken on (spec §5): one round per
+ *		node set, all locks at once, and drops them; then passes each to report (may be
+ *		NULL).  Each is marked releasing first, so that an interrupted round leaves
+ *		them in the table for the next cleanup.
+ *
+ * cleanup: on commit, abort and exit (bounded, deaf to interrupts; nothing on the
+ *		network when error recovery is itself in trouble).
+ * wait_all: wait for every master (within its one deadline) rather than only for a
+ *		decision: cleanup passes it, since no later call may come to send what a new
+ *		connection's handshake held back or to read late replies.
+ *
+ * Returns what happened to each (palloc'd, n entries; NULL when n is 0).  Raises what
+ * an interrupted network wait raises, unless cleanup.
+ */
+RedlockReleaseInfo *
+redlock_locktable_release(RedlockHeldLock **held, int n, bool cleanup, bool wait_all,
+						  RedlockReleaseReport report)
+{
+	RedlockReleaseInfo *infos;
+	RedlockKeyToken *batch;
+	RedlockResult *results;
+	int		   *index;
+	int			nkeys = 0;
+	bool		skip_network = cleanup && in_error_recursion_trouble();
+
+	if (n == 0)
+		return NULL;
+	infos = palloc0(sizeof(RedlockReleaseInfo) * n);
+	for (int k = 0; k < n; k++)
+		nkeys += lt_release_keys(held[k], NULL);
+	batch = palloc(sizeof(RedlockKeyToken) * nkeys);
+	results = palloc0(sizeof(RedlockResult) * nkeys);
+	index = palloc(sizeof(int) * nkeys);
+
+	for (int k = 0; k < n; k++)
+	{
+		RedlockHeldLock *lock = held[k];
+
+		RedlockLease lease;
+
+		infos[k].resource = pstrdup(lock->resource);
+		infos[k].acquired = lock->acquired;
+		infos[k].reconfigured = lock->acquired && redlock_locktable_reconfigured(lock);
+		if (lock->acquired && lock->reg.index >= 0 &&
+			redlock_registry_view(&lock->reg, &lease) && lease.state == LEASE_LOST)
+		{
+			infos[k].lost_reason = pstrdup(lease.lost_reason);
+			infos[k].loss_reported = redlock_lease_was_told(lock->watch);
+		}
+		infos[k].expired = lock->acquired && !infos[k].reconfigured &&
+			!infos[k].lost_reason && redlock_locktable_validity_left(lock) <= 0;
+		lt_unregister(lock);
+		if (infos[k].expired)
+			redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
+		redlock_holds_clear(&lock->holds);
+		if (!lock->releasing)
+		{
+			lock->releasing = true;
+			releasing_total++;
+		}
+	}
+
+	/* One round per node set; almost always there is one. */
+	for (int first = 0; first < n && !skip_network; first++)
+	{
+		RedlockNodeSet *set = held[first]->set;
+		int			m = 0;
+		bool		done_before = false;
+
+		for (int k = 0; k < first && !done_before; k++)
+			done_before = (held[k]->set == set);
+		if (done_before)
+			continue;
+		for (int k = first; k < n; k++)
+		{
+			int			added;
+
+			if (held[k]->set != set)
+				continue;
+			added = lt_release_keys(held[k], &batch[m]);
+			for (int j = 0; j < added; j++)
+				index[m++] = k;
+		}
+		redlock_quorum_release_many(set, batch, m, wait_all, cleanup, results);
+		/* A lock's result is its key's (a permit's attempt: the slot most deleted). */
+		for (int j = 0; j < m; j++)
+			if (j == 0 || index[j] != index[j - 1] ||
+				results[j].accepted > infos[index[j]].result.accepted)
+				infos[index[j]].result = results[j];
+	}
+
+	/* Waiters in this cluster need not wait for the announcement to come back. */
+	for (int k = 0; k < n && !skip_network; k++)
+	{
+		const char *announced = held[k]->semaphore_key ? held[k]->semaphore_key : held[k]->key;
+
+		if (infos[k].result.accepted > 0)
+			(void) redlock_waiters_wake(announced, strlen(announced), held[k]->key,
+										strlen(held[k]->key), true);
+	}
+	for (int k = 0; k < n; k++)
+		redlock_locktable_drop(held[k]);
+	if (report && !skip_network)
+		for (int k = 0; k < n; k++)
+			report(&infos[k]);
+	return infos;
+}
+
+/*
+ * redlock_locktable_lose
+ *		Loses lock, found lost (another token on the masters, or a configuration
+ *		change): marks its transaction holds lost and releases it on the masters it was
+ *		taken on.  The entry stays, not acquired: the caller drops it or acquires
+ *		afresh.  Raises what an interrupted network wait raises.
+ */
+void
+redlock_locktable_lose(RedlockHeldLock *lock)
+{
+	RedlockKeyToken kt = {lock->key, lock->token, lock->semaphore_key};
+	RedlockResult released;
+
+	lt_unregister(lock);
+	redlock_holds_mark_lost(&lock->holds, lock->resource, LockTableContext);
+	lock->acquired = false;
+	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
+}
+
+/*
+ * Collects into a palloc'd array (*held) the locks for which keep() is false, after
+ * calling prepare() (may be NULL) on each; returns how many.
+ */
+static int
+lt_collect(RedlockHeldLock ***held, void (*prepare) (RedlockHeldLock *lock, void *arg),
+		   bool (*keep) (RedlockHeldLock *lock, void *arg), void *arg)
+{
+	HASH_SEQ_STATUS scan;
+	RedlockHeldLock *lock;
+	int			n = 0;
+
+	lt_init();
+	*held = palloc(sizeof(RedlockHeldLock *) * (hash_get_num_entries(locks) + 1));
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		if (prepare && !lock->releasing)
+			prepare(lock, arg);
+		if (lock->releasing || !keep(lock, arg))
+			(*held)[n++] = lock;
+	}
+	return n;
+}
+
+/* Drops lock's session holds. */
+static void
+lt_drop_session_holds(RedlockHeldLock *lock, void *arg pg_attribute_unused())
+{
+	redlock_holds_drop_session(&lock->holds);
+}
+
+/* Keeps a lock while it has holds and is acquired (or being acquired, outside aborts). */
+static bool
+lt_keep_if_held(RedlockHeldLock *lock, void *arg pg_attribute_unused())
+{
+	return redlock_holds_total(&lock->holds) > 0 && lock->acquired;
+}
+
+/*
+ * redlock_lock_release_session
+ *		Drops every session hold of this backend (transaction holds stay) and releases
+ *		the locks left with no hold, in one round, calling report (may be NULL) for
+ *		each.
+ *
+ * Returns the number of locks released.  Raises what an interrupted network wait
+ * raises; the locks not yet released stay marked releasing, and the cleanup after the
+ * error releases them.
+ */
+int
+redlock_lock_release_session(RedlockReleaseReport report)
+{
+	RedlockHeldLock **held;
+	int			n = lt_collect(&held, lt_drop_session_holds, lt_keep_if_held, NULL);
+
+	redlock_locktable_release(held, n, false, false, report);
+	return n;
+}
+
+/*
+ * redlock_lock_list
+ *		Copies every held lock into a palloc'd array (*locks_out).  Returns how many.
+ */
+int
+redlock_lock_list(RedlockLockInfo **locks_out)
+{
+	HASH_SEQ_STATUS scan;
+	RedlockHeldLock *lock;
+	RedlockLockInfo *out;
+	RedlockLease lease;
+	int			n = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	lt_init();
+	out = palloc0(sizeof(RedlockLockInfo) * (hash_get_num_entries(locks) + 1));
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		RedlockLockInfo *info = &out[n];
+
+		if (!lock->acquired || lock->releasing)
+			continue;
+		info->resource = pstrdup(lock->resource);
+		info->key = pstrdup(lock->key);
+		info->permits = lock->permits;
+		info->set_id = lock->set_id;
+		info->shared = lock->shared;
+		info->session_holds = redlock_holds_count(&lock->holds, true);
+		info->xact_holds = redlock_holds_count(&lock->holds, false);
+		info->ttl_ms = lock->ttl_ms;
+		info->nodes = lock->nodes;
+		info->acquired_at = lock->acquired_at;
+		info->validity_ms = redlock_locktable_validity_left(lock);
+		info->valid_until = TimestampTzPlusMilliseconds(now, (int64) Max(info->validity_ms, 0));
+		info->auto_extended = lock->reg.index >= 0;
+		if (info->auto_extended && redlock_registry_view(&lock->reg, &lease))
+		{
+			info->lost = lease.state == LEASE_LOST;
+			info->last_renewal = lease.last_renewal;
+			info->renewals = lease.renewals;
+			info->ttl_ms = lease.ttl_ms;
+		}
+		n++;
+	}
+	*locks_out = out;
+	return n;
+}
+
+/*
+ * redlock_lock_xact_acquired
+ *		True when the current transaction added a hold or lost a transaction-scoped
+ *		lock: what PREPARE TRANSACTION cannot carry.
+ */
+bool
+redlock_lock_xact_acquired(void)
+{
+	return redlock_holds_any_pending() || redlock_holds_first_lost() != NULL;
+}
+
+/*
+ * redlock_lock_xact_pending
+ *		True when the current transaction added a hold or lost a transaction-scoped
+ *		lock, a release is unfinished, an auto-extended lock is held, or one let go of
+ *		in this transaction refuses its commit: the transaction hooks have work to do.
+ */
+bool
+redlock_lock_xact_pending(void)
+{
+	const char *reason;
+
+	return redlock_lock_xact_acquired() || releasing_total > 0 || registered_total > 0 ||
+		redlock_lease_carried_refusal(&reason) != NULL;
+}
+
+/*
+ * redlock_lock_first_expired_xact
+ *		Returns (palloc'd) the resource of a transaction-scoped lock that was lost in
+ *		this transaction (and not in a subtransaction that rolled back), that was taken
+ *		under another configuration than the one in force, or whose validity has less
+ *		than redlock.commit_margin left; NULL when there is none.
+ */
+const char *
+redlock_lock_first_expired_xact(void)
+{
+	HASH_SEQ_STATUS scan;
+	RedlockHeldLock *lock;
+	const char *lost = redlock_holds_first_lost();
+
+	if (lost)
+		return pstrdup(lost);
+	if (!redlock_holds_any_pending())
+		return NULL;
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		if (redlock_holds_count(&lock->holds, false) > 0 && !lock->releasing &&
+			redlock_locktable_validity_left(lock) <= redlock_commit_margin_ms)
+		{
+			hash_seq_term(&scan);
+			return pstrdup(lock->resource);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * redlock_lock_first_lost_in_xact
+ *		The commit check of auto-extended locks (either scope) taken with
+ *		redlock.cancel_on_loss on: returns (palloc'd) the resource of one whose lease
+ *		refuses the commit of the current transaction (lease.c states the rule), or of
+ *		one let go of in this transaction that did; sets *reason to why.  NULL when
+ *		there is none.  Raises only out-of-memory errors.
+ */
+const char *
+redlock_lock_first_lost_in_xact(const char **reason)
+{
+	HASH_SEQ_STATUS scan;
+	RedlockHeldLock *lock;
+	const char *resource = redlock_lease_carried_refusal(reason);
+
+	if (resource)
+		return pstrdup(resource);
+	if (registered_total == 0)
+		return NULL;
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		if (lock->watch == NULL || lock->releasing)
+			continue;
+		*reason = redlock_lease_commit_refusal(lock->watch,
+											   lock->acquired && redlock_locktable_reconfigured(lock));
+		if (*reason == NULL)
+			continue;
+		hash_seq_term(&scan);
+		return pstrdup(lock->resource);
+	}
+	return NULL;
+}
+
+/*
+ * redlock_lock_first_guarding
+ *		Returns (palloc'd) the resource of a lock this session holds whose loss must
+ *		stop its owner's work (auto-extended, taken with redlock.cancel_on_loss on),
+ *		or NULL: what PREPARE TRANSACTION must not escape.  Raises only out-of-memory
+ *		errors.
+ */
+const char *
+redlock_lock_first_guarding(void)
+{
+	HASH_SEQ_STATUS scan;
+	RedlockHeldLock *lock;
+
+	if (registered_total == 0)
+		return NULL;
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+	{
+		if (lock->watch == NULL || lock->releasing ||
+			!redlock_lease_guards_commits(lock->watch))
+			continue;
+		hash_seq_term(&scan);
+		return pstrdup(lock->resource);
+	}
+	return NULL;
+}
+
+/* Ends the current transaction's holds on lock; arg points to "commit". */
+static void
+lt_end_xact_holds(RedlockHeldLock *lock, void *arg)
+{
+	redlock_holds_xact_end(&lock->holds, *(bool *) arg);
+}
+
+/*
+ * redlock_lock_xact_end
+ *		Ends the top-level transaction for the lock table.  At commit the session holds
+ *		it added become permanent; at commit or abort its transaction holds end, and at
+ *		abort its session holds too.  Locks left with no hold (or whose acquire was cut
+ *		short) are released on the masters in one round, in cleanup mode (one deadline
+ *		per master, never raising on network trouble), and passed to report.
+ */
+void
+redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
+{
+	RedlockHeldLock **held;
+	int			n;
+
+	redlock_holds_lost_xact_end();
+	redlock_waiters_end();
+	if (!redlock_holds_any_pending() && releasing_total == 0)
+		return;
+	n = lt_collect(&held, lt_end_xact_holds, lt_keep_if_held, &commit);
+	redlock_locktable_release(held, n, true, true, report);
+}
+
+/* What lt_end_subxact_holds needs. */
+typedef struct SubxactEnd
+{
+	bool		commit;
+	SubTransactionId subid;
+	SubTransactionId parent;
+} SubxactEnd;
+
+/* Passes subid's holds on lock to its parent (commit) or takes them back (abort). */
+static void
+lt_end_subxact_holds(RedlockHeldLock *lock, void *arg)
+{
+	SubxactEnd *end = arg;
+
+	redlock_holds_subxact_end(&lock->holds, end->commit, end->subid, end->parent);
+}
+
+/*
+ * redlock_lock_subxact_end
+ *		Ends subtransaction subid (child of parent) for the lock table: at commit its
+ *		holds (and lost holds) pass to the parent; at abort they are taken back, and
+ *		locks left with no hold are released in one round in cleanup mode and passed
+ *		to report.
+ */
+void
+redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId parent,
+						 RedlockReleaseReport report)
+{
+	SubxactEnd	end = {commit, subid, parent};
+	RedlockHeldLock **held;
+	int			n;
+
+	if (!commit)
+		redlock_waiters_end();
+	redlock_holds_lost_subxact_end(commit, subid, parent);
+	if (!redlock_holds_any_pending() && releasing_total == 0)
+		return;
+	n = lt_collect(&held, lt_end_subxact_holds, lt_keep_if_held, &end);
+	redlock_locktable_release(held, n, true, true, report);
+}
+
+/* Keeps nothing. */
+static bool
+lt_keep_none(RedlockHeldLock *lock pg_attribute_unused(), void *arg pg_attribute_unused())
+{
+	return false;
+}
+
+/*
+ * redlock_lock_release_everything
+ *		Forgets every lock and releases them all on the masters in one round, in
+ *		cleanup mode, waiting for every master within its deadline, passing each to
+ *		report: for backend exit.
+ */
+void
+redlock_lock_release_everything(RedlockReleaseReport report)
+{
+	RedlockHeldLock **held;
+	int			n;
+
+	if (locks == NULL)
+		return;
+	n = lt_collect(&held, NULL, lt_keep_none, NULL);
+	redlock_locktable_release(held, n, true, true, report);
+}

@@ -1,0 +1,33 @@
+/*-------------------------------------------------------------------------
+ *
+ * inspect.h
+ *	  Looking at locks on the masters, whoever holds them (inspect.c): one lock's
+ *	  state, every lock under a prefix, and the operator's forced release.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REDLOCK_INSPECT_H
+#define REDLOCK_INSPECT_H
+
+#include "protocol/holder.h"
+#include "redlock.h"
+
+/* One lock as the masters show it. */
+typedef struct RedlockLockState
+{
+	int			masters;		/* masters holding the most common token (0: none) */
+	bool		held;			/* masters >= quorum */
+	int64		ttl_ms;			/* when held: the quorum-th largest PTTL (-1: none set) */
+	bool		has_holder;		/* a holder record of that token was found */
+	RedlockHolder holder;
+} RedlockLockState;
+
+extern void RedlockInspectInit(void);
+extern void redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
+								  RedlockLockState *states, RedlockResult *result);
+extern int	redlock_inspect_scan(RedlockNodeSet *set, const char *prefix, int limit,
+								 char ***keys, bool *more, RedlockResult *result);
+extern void redlock_inspect_force_release(RedlockNodeSet *set, const char *key,
+										  RedlockLockState *before, RedlockResult *result);
+
+#endif							/* REDLOCK_INSPECT_H */

@@ -1,0 +1,349 @@
+/*-------------------------------------------------------------------------
+ *
+ * quorumset.c
+ *	  The Redlock protocol for a set of resources held all or nothing (doc/sets.md):
+ *	  one acquire attempt sets every key of the set, or none, on each master, with one
+ *	  script; the set is held when a quorum of masters set all of them (spec §3), and
+ *	  the retry loop around it (spec §4).
+ *
+ * Invariant: on each master the script answers 1 only when it set all the set's keys,
+ * 0 when it set none of them, and a set is held only when a quorum of masters answered
+ * 1.  (A script that fails part way, a master's ACL refusing one key, sets some and
+ * answers an error: that is no answer, so the attempt undoes it there as it does for a
+ * master that did not answer.)  Every key of a held set
+ * is then an ordinary Redlock key held on a quorum, so a set excludes every other set
+ * or lock sharing a resource with it (two quorums meet), and holding part of a set is
+ * never the outcome of an attempt: the masters counted have all of its keys.
+ * Release, extension and fencing act on each key as on a lock (quorum.c, fence.c).
+ *
+ * One room with quorum.c (doc/internals.md): the token, the holder record's value, the
+ * undo scripts and the retry policy are the lock's.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "wire/call.h"
+#include "clock.h"
+#include "wire/node.h"
+#include "wire/nodeset.h"
+#include "protocol/quorum.h"
+#include "redlock.h"
+#include "protocol/retry.h"
+#include "protocol/round.h"
+#include "shared/stats.h"
+#include "protocol/tally.h"
+#include "validity.h"
+#include "shared/waiters.h"
+
+/*
+ * Sets every key of ARGV[3] (the keys, each followed by a NUL byte, which no key
+ * holds) to the token ARGV[1] with the TTL ARGV[2] ms, and the holder record ARGV[4]
+ * (none when empty) beside each with SET NX, but only when none of the keys exists:
+ * 1 when set, 0 when one is held.  KEYS[1] is the set's first key.
+ */
+static RedlockScript set_acquire_script = {
+	.body = "local ks = {} "
+	"for k in string.gmatch(ARGV[3], \"[^%z]+\") do ks[#ks + 1] = k end "
+	"if redis.call(\"exists\", unpack(ks)) > 0 then return 0 end "
+	"for i = 1, #ks do "
+	"redis.call(\"set\", ks[i], ARGV[1], \"px\", ARGV[2]) "
+	"if ARGV[4] ~= \"\" then "
+	"redis.pcall(\"set\", ks[i] .. \"\\255holder\", ARGV[4], \"nx\", \"px\", ARGV[2]) end "
+	"end return 1",
+	.acquires = true
+};
+
+/*
+ * Spec §5 for the locks of a set, in one script: deletes each key of ARGV[2] (each
+ * followed by a NUL byte) that still holds the token ARGV[1], with its holder record,
+ * announcing each on its own release channel, as the lock's release script does
+ * (quorum.c), stray records of our token included; in a few calls whatever the count
+ * (MGET, DEL, DEL), since each call from a script costs about a microsecond.  Returns
+ * a bit mask of the keys it did not delete (bit k for the k-th key), so 0 when it
+ * deleted every one; at most REDLOCK_RELEASE_GROUP keys, so that the mask stays exact
+ * in a Lua number.
+ */
+static RedlockScript set_release_script = {
+	.body = "local ks = {} "
+	"for k in string.gmatch(ARGV[2], \"[^%z]+\") do ks[#ks + 1] = k end "
+	"local vs = redis.call(\"mget\", unpack(ks)) "
+	"local d, r, m, b = {}, {}, 0, 1 "
+	"for i = 1, #ks do "
+	"local h = ks[i] .. \"\\255holder\" "
+	"if vs[i] == ARGV[1] then d[#d + 1] = ks[i] r[#r + 1] = h "
+	"else "
+	"local v = redis.pcall(\"get\", h) "
+	"if type(v) == \"string\" and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. \"\\t\" "
+	"then redis.pcall(\"del\", h) end "
+	"m = m + b end "
+	"b = b * 2 end "
+	"if #d > 0 then "
+	"redis.call(\"del\", unpack(d)) redis.pcall(\"del\", unpack(r)) "
+	"for i = 1, #d do "
+	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. d[i], d[i]) end "
+	"end return m",
+	.redeliver = true
+};
+
+/* A set release reply that deleted every key. */
+static bool
+quorumset_accept_all_deleted(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 0;
+}
+
+/*
+ * redlock_quorumset_release_command
+ *		Fills command with the release of n locks that share token (a set's, spec §5):
+ *		one script per master for all of them, decided once need masters deleted every
+ *		key (-1: nobody waits; 0: every master).  keys: n keys, 2..REDLOCK_RELEASE_GROUP;
+ *		joined: an empty buffer, which keeps the keys' argument (free it after the
+ *		call).  Read each lock's outcome with redlock_quorumset_release_outcome.  Raises
+ *		only out-of-memory errors.
+ */
+void
+redlock_quorumset_release_command(RedlockCommand *command, const char *const *keys, int n,
+								  const char *token, StringInfo joined, int need)
+{
+	Assert(n >= 1 && n <= REDLOCK_RELEASE_GROUP);
+	for (int k = 0; k < n; k++)
+	{
+		appendStringInfoString(joined, keys[k]);
+		appendStringInfoChar(joined, '\0');
+	}
+	redlock_round_script_command(command, &set_release_script, keys[0], token, NULL, need);
+	command->accept = quorumset_accept_all_deleted;
+	command->argv[command->argc] = joined->data;
+	command->argvlen[command->argc++] = joined->len;
+}
+
+/*
+ * redlock_quorumset_release_outcome
+ *		The outcome, on one master, of the k-th lock of a set release's command (its
+ *		reply there, reply): the integer 1 where the key was deleted, 0 where not, as
+ *		the lock's release script answers; a failure as it is.  Raises nothing.
+ */
+void
+redlock_quorumset_release_outcome(const RedlockNodeOutcome *reply, int k,
+								  RedlockNodeOutcome *outcome)
+{
+	*outcome = *reply;
+	if (reply->kind == REDLOCK_REPLY_INTEGER)
+		outcome->integer = ((reply->integer >> k) & 1) ? 0 : 1;
+}
+
+/*
+ * RedlockQuorumSetInit
+ *		Registers the set's acquire and release scripts with the connection layer, so that every
+ *		connection loads it in its handshake.  Called from RedlockQuorumInit.  Raises
+ *		ERROR (XX000) only if hashing fails.
+ */
+void
+RedlockQuorumSetInit(void)
+{
+	redlock_script_register(&set_acquire_script);
+	redlock_script_register(&set_release_script);
+}
+
+/*
+ * The masters' answers about one key of the set, as a lone SET NX of it would have
+ * given them (for retry.c's rules): OK where the key is free or ours, nil where another
+ * client holds it (its GET has a value and the script refused), failed where the
+ * master did not answer.  gets: count GET outcomes of the key.
+ */
+static void
+quorumset_key_view(const RedlockNodeOutcome *script, const RedlockNodeOutcome *gets,
+				   int count, RedlockNodeOutcome *view)
+{
+	for (int i = 0; i < count; i++)
+	{
+		view[i] = script[i];
+		if (script[i].kind != REDLOCK_REPLY_INTEGER)
+			continue;
+		view[i].kind = (script[i].integer == 0 && gets[i].kind == REDLOCK_REPLY_STRING)
+			? REDLOCK_REPLY_NIL : REDLOCK_REPLY_OK;
+	}
+}
+
+/*
+ * redlock_quorum_acquire_all
+ *		Acquires every key of a set on a quorum of set's masters, all or nothing (spec
+ *		§3 for the set; doc/sets.md), retrying while one is busy (spec §4).  Each
+ *		attempt is one script per master, in one round trip whatever nkeys is.
+ *
+ * set: the masters.  keys, nkeys: the set's Redis keys, 1..REDLOCK_MAX_SET, distinct.
+ * tokens: nkeys buffers of REDLOCK_TOKEN_LEN + 1 bytes (one per lock of the set); each
+ *		attempt's fresh token is written into every one before its script goes out, so
+ *		that each holds the token to undo if the caller is interrupted.
+ * ttl_ms, wait_ms, holder, waiter, behind: as for redlock_quorum_acquire_one_of; a
+ *		waiter waits on keys[0]'s release (the caller registered it).  When waiting,
+ *		each attempt also asks for each key's value and PTTL: the retry delay ends
+ *		when every key will have expired on a quorum of the masters that hold it.
+ * result: REDLOCK_OK with valid_until_ms (from the start of the attempt that won) and
+ *		the count of masters that set the whole set; REDLOCK_BUSY when the last attempt
+ *		found a key held elsewhere (or won too late to leave validity);
+ *		REDLOCK_UNAVAILABLE when fewer than a quorum answered it, with node_errors.
+ *
+ * A failed attempt is undone on every master at once, key by key (spec §3 step 5):
+ * a key held by one other client on a quorum quietly, others with an announcement.
+ * Raises what an interrupted wait raises (57014), and XX000 if the strong random
+ * source fails.
+ */
+void
+redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys, int nkeys,
+						   char *const *tokens, int ttl_ms, int wait_ms, const char *holder,
+						   RedlockWaiter *waiter, bool behind, RedlockResult *result)
+{
+	redlock_quorumset_acquire_with(&set_acquire_script, set, keys, nkeys, tokens, ttl_ms,
+								   wait_ms, holder, waiter, behind, result);
+}
+
+/*
+ * redlock_quorumset_acquire_with
+ *		redlock_quorum_acquire_all with another acquire script, called as the set's is
+ *		(KEYS[1] the first key; ARGV: token, TTL in ms, the keys NUL-joined, the holder
+ *		record or "") and answering as it does: 1 when it took every key, 0 when it
+ *		took none.  For quorumshared.c, this module's room: a shared hold is acquired
+ *		as a set of one key with the shared script.  Arguments, result and errors as
+ *		for redlock_quorum_acquire_all.
+ */
+void
+redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
+							   const char *const *keys, int nkeys, char *const *tokens,
+							   int ttl_ms, int wait_ms, const char *holder,
+							   RedlockWaiter *waiter, bool behind, RedlockResult *result)
+{
+	bool		look = wait_ms != 0;
+	int			ncommands = 1 + (look ? 2 * nkeys : 0);
+	RedlockCommand *commands = palloc0(sizeof(RedlockCommand) * ncommands);
+	RedlockCommand *undo = palloc0(sizeof(RedlockCommand) * nkeys);
+	RedlockNodeOutcome *outcomes;
+	RedlockNodeOutcome *view;
+	StringInfoData joined;
+	StringInfoData record;
+	char		ttl_text[16];
+	double		deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
+	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
+	int			count;
+
+	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_SET);
+	redlock_round_result_init(set, result);
+	count = result->node_count;
+	/* Room for an attempt's outcomes, and for its undo's (one command per key). */
+	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1) * Max(ncommands, nkeys));
+	view = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1));
+	snprintf(ttl_text, sizeof(ttl_text), "%d", ttl_ms);
+	initStringInfo(&joined);
+	for (int k = 0; k < nkeys; k++)
+	{
+		appendStringInfoString(&joined, keys[k]);
+		appendStringInfoChar(&joined, '\0');
+	}
+	initStringInfo(&record);
+
+	/* The script: KEYS[1], then token, TTL, the keys and the record (filled below). */
+	redlock_round_script_command(&commands[0], script, keys[0], "", ttl_text,
+								  result->quorum);
+	commands[0].argv[commands[0].argc] = joined.data;
+	commands[0].argvlen[commands[0].argc++] = joined.len;
+	commands[0].argc++;			/* the record, per attempt */
+	for (int k = 0; look && k < nkeys; k++)
+		redlock_round_look_commands(&commands[1 + 2 * k], keys[k], result->quorum);
+
+	if (waiter && behind && look)
+	{
+		RedlockWakeCount now_seen;
+
+		redlock_waiters_read(waiter, &now_seen);
+		redlock_retry_sleep(0, deadline_ms, -1, waiter, &now_seen);
+	}
+
+	for (;;)
+	{
+		RedlockWakeCount seen = {0, 0};
+		double		start_ms;
+		double		free_in = 0;
+		int			nundo = 0;
+		bool		won;
+
+		if (waiter)
+			redlock_waiters_read(waiter, &seen);
+		redlock_new_token(tokens[0]);
+		for (int k = 1; k < nkeys; k++)
+			memcpy(tokens[k], tokens[0], REDLOCK_TOKEN_LEN + 1);
+		resetStringInfo(&record);
+		if (holder)
+			redlock_round_record_value(&record, tokens[0], holder);
+		commands[0].argv[1] = tokens[0];
+		commands[0].argvlen[1] = REDLOCK_TOKEN_LEN;
+		commands[0].argv[4] = record.data;
+		commands[0].argvlen[4] = record.len;
+
+		start_ms = redlock_clock_ms();
+		result->attempts++;
+		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
+		if (waiter)
+			redlock_waiters_count_attempt(waiter);
+		redlock_nodes_run(set, commands, ncommands, false, outcomes);
+		result->elapsed_ms = redlock_clock_ms() - start_ms;
+
+		/* Spec §3 steps 3 and 4 for the set: a quorum set all, and validity is left. */
+		redlock_tally_round(outcomes, redlock_tally_one, redlock_tally_integer, NULL, result);
+		won = redlock_round_won(result, result->accepted, ttl_ms, drift_ms);
+		if (result->node_errors)	/* an earlier attempt's */
+			pfree(result->node_errors);
+		result->node_errors = NULL;
+		if (!won)
+		{
+			result->status = result->answered < result->quorum
+				? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
+			if (result->status == REDLOCK_UNAVAILABLE)
+				result->node_errors = redlock_node_errors(set, outcomes, count);
+		}
+
+		/*
+		 * Spec §3 step 5: undo every key where the script may have set it (it did, or
+		 * its master did not answer); a key another client holds on a quorum quietly,
+		 * since waking its waiters would only have them refused again.  The wait ends
+		 * when every key is free on a quorum (the slowest key's time), or is unknown.
+		 */
+		for (int k = 0; k < nkeys && !won; k++)
+		{
+			bool		held_elsewhere = result->accepted < result->quorum;
+
+			if (look)
+			{
+				const RedlockNodeOutcome *gets = outcomes + (1 + 2 * k) * count;
+				double		free_k;
+
+				quorumset_key_view(outcomes, gets, count, view);
+				held_elsewhere = held_elsewhere &&
+					redlock_held_by_one_client(view, gets, count, result->quorum);
+				free_k = redlock_free_in_ms(view, gets + count, count, result->quorum);
+				free_in = (free_in < 0 || free_k < 0) ? -1 : Max(free_in, free_k);
+			}
+			if (result->accepted > 0 || result->answered < count)
+				redlock_round_release_command(&undo[nundo++], held_elsewhere, keys[k],
+											tokens[k], NULL, -1);
+		}
+		if (nundo > 0)
+			redlock_nodes_run(set, undo, nundo, false, outcomes);
+
+		redlock_round_count_attempt(result, won, start_ms, ttl_ms, drift_ms);
+		if (won)
+			break;
+		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
+			break;
+		redlock_retry_sleep(result->elapsed_ms, deadline_ms, look ? free_in : -1, waiter,
+							&seen);
+	}
+	pfree(record.data);
+	pfree(joined.data);
+	pfree(view);
+	pfree(outcomes);
+	pfree(undo);
+	pfree(commands);
+}

@@ -1,0 +1,149 @@
+/*-------------------------------------------------------------------------
+ *
+ * quorumshared.c
+ *	  The Redlock protocol for shared holds (doc/shared.md): any number of shared
+ *	  holders of a resource at once, none beside an exclusive holder; and the intent
+ *	  a waiting exclusive acquire posts so that later shared holders queue behind it.
+ *
+ * Invariant: see quorumshared.h.  A shared hold is held when a quorum of masters added it
+ * within its TTL (spec §3 for a shared hold), so an exclusive hold and a shared one
+ * of a resource need two quorums that meet on a master, where the key holds either a
+ * token or the marker, never both.  Shared holders never refuse one another.
+ * Release and extension are the lock's scripts (quorum.c), which see the marker.
+ *
+ * The intent is a liveness device only: it keeps new shared holders out while an
+ * exclusive acquire waits for the ones there, as PostgreSQL's lock manager queues a
+ * waiting exclusive request ahead of later shared ones.  Whatever becomes of it, the
+ * invariant alone decides who holds.
+ *
+ * One room with quorum.c and quorumset.c (doc/internals.md): the retry loop is the
+ * set's, with this module's script.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+
+#include "wire/call.h"
+#include "guc.h"
+#include "wire/node.h"
+#include "protocol/quorum.h"
+#include "protocol/quorumshared.h"
+#include "redlock.h"
+#include "protocol/tally.h"
+
+/*
+ * Adds the hold of token ARGV[1] for ARGV[2] ms to the resource KEYS[1] (called as
+ * the set's acquire script is; ARGV[3] and ARGV[4] unused): 1 when added, 0 when
+ * refused because an exclusive holder holds the key, or an exclusive acquire waits
+ * for it (its intent, doc/shared.md §3).  A key found free starts a fresh readers
+ * hash; the key and the hash expire with the latest hold (quorumshared.h).
+ */
+static RedlockScript shared_acquire_script = {
+	.body = "local v = redis.call(\"get\", KEYS[1]) "
+	"if v and v ~= \"" REDLOCK_SHARED_MARK "\" then return 0 end "
+	"if redis.call(\"exists\", " REDLOCK_INTENT_KEY_LUA ") == 1 then return 0 end "
+	"local h = " REDLOCK_READERS_KEY_LUA " "
+	REDLOCK_SHARED_NOW_LUA
+	"if not v then redis.call(\"del\", h) "
+	"redis.call(\"set\", KEYS[1], \"" REDLOCK_SHARED_MARK "\") end "
+	"local e = now + tonumber(ARGV[2]) local s = string.format(\"%.0f\", e) "
+	"redis.call(\"hset\", h, ARGV[1], s) "
+	"if not v or e > tonumber(redis.call(\"hget\", h, \"\") or \"0\") then "
+	"redis.call(\"hset\", h, \"\", s) "
+	"redis.call(\"pexpireat\", KEYS[1], s) redis.call(\"pexpireat\", h, s) end "
+	"return 1",
+	.acquires = true
+};
+
+/*
+ * RedlockQuorumSharedInit
+ *		Registers the shared acquire script with the connection layer, so that every
+ *		connection loads it in its handshake.  Called from RedlockQuorumInit.  Raises
+ *		ERROR (XX000) only if hashing fails.
+ */
+void
+RedlockQuorumSharedInit(void)
+{
+	redlock_script_register(&shared_acquire_script);
+}
+
+/*
+ * redlock_quorum_acquire_shared
+ *		Acquires a shared hold of key on a quorum of set's masters (spec §3 for a shared
+ *		hold; doc/shared.md), retrying while an exclusive holder holds it or an
+ *		exclusive acquire waits for it (spec §4).  No holder record is written.
+ *
+ * key: the resource's Redis key.  token: a buffer of REDLOCK_TOKEN_LEN + 1 bytes,
+ *		each attempt's fresh token written into it before the attempt goes out.
+ * ttl_ms, wait_ms, waiter, behind, result: as for redlock_quorum_acquire_all.
+ *
+ * A failed attempt is undone on every master at once with the lock's release script,
+ * which ends a shared hold where it finds the marker (spec §3 step 5).  Raises what
+ * an interrupted wait raises (57014), and XX000 if the strong random source fails.
+ */
+void
+redlock_quorum_acquire_shared(RedlockNodeSet *set, const char *key, char *token,
+							  int ttl_ms, int wait_ms, struct RedlockWaiter *waiter,
+							  bool behind, RedlockResult *result)
+{
+	char	   *tokens[1] = {token};
+
+	redlock_quorumset_acquire_with(&shared_acquire_script, set, &key, 1, tokens, ttl_ms,
+								   wait_ms, NULL, waiter, behind, result);
+}
+
+/*
+ * redlock_quorumshared_seen
+ *		Whether some master's GET of a key (gets: count outcomes) found the shared
+ *		marker: shared holders hold it there.  A string reply carries a hash of its
+ *		bytes (conn.c), compared here.  Raises nothing.
+ */
+bool
+redlock_quorumshared_seen(const RedlockNodeOutcome *gets, int count)
+{
+	long long	mark = (long long)
+		hash_bytes_extended((const unsigned char *) REDLOCK_SHARED_MARK,
+							(int) strlen(REDLOCK_SHARED_MARK), 0);
+
+	for (int i = 0; i < count; i++)
+		if (gets[i].kind == REDLOCK_REPLY_STRING && gets[i].integer == mark)
+			return true;
+	return false;
+}
+
+/*
+ * redlock_quorumshared_intent_command
+ *		Fills command with a waiting exclusive acquire's intent on intent_key (the
+ *		resource's key and REDLOCK_INTENT_KEY_SUFFIX): SET intent_key token PX ms, which
+ *		nobody waits for; the caller puts each attempt's token in argv[2] (the intent
+ *		then names the attempt, whose undo of it, quorum.c, deletes only its own).
+ *		doc/shared.md §3.
+ *
+ * The intent needs to outlive only the gap until the acquire's next attempt renews it:
+ * a retry delay with its jitter, and an attempt's time (a master's timeout, or a
+ * connect), twice over; never more than the lock's TTL, ttl_ms.  So a writer cut short
+ * (cancelled, killed) keeps new shared holders out that long at most.  ttl_text: a
+ * buffer of 16 bytes, kept by the caller while the command is used.  Raises nothing.
+ */
+void
+redlock_quorumshared_intent_command(RedlockCommand *command, const char *intent_key,
+									int ttl_ms, char *ttl_text)
+{
+	int			gap_ms = redlock_retry_delay_ms + redlock_retry_jitter_ms +
+		redlock_timeout_ms + redlock_connect_timeout_ms;
+
+	snprintf(ttl_text, 16, "%d", Min(ttl_ms, 2 * gap_ms));
+	memset(command, 0, sizeof(*command));
+	command->need = -1;
+	command->accept = redlock_tally_one;
+	command->argc = 5;
+	command->argv[0] = "SET";
+	command->argv[1] = intent_key;
+	command->argv[2] = "";
+	command->argv[3] = "PX";
+	command->argv[4] = ttl_text;
+	for (int i = 0; i < command->argc; i++)
+		command->argvlen[i] = strlen(command->argv[i]);
+}

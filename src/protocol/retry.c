@@ -1,0 +1,167 @@
+/*-------------------------------------------------------------------------
+ *
+ * retry.c
+ *	  The wait policy between acquire attempts (spec §4): a random retry delay, and what
+ *	  ends it early (the keys that refused us expiring, a release announced to this
+ *	  waiter), and whether a refused lock is held by one other client.  One attempt of
+ *	  the protocol is quorum.c's; this is how long it waits before the next.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "common/pg_prng.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/wait_event.h"
+
+#include "clock.h"
+#include "compat.h"
+#include "guc.h"
+#include "redlock.h"
+#include "protocol/retry.h"
+
+/*
+ * redlock_held_by_one_client
+ *		True when one value (another client's token) is on a quorum of the masters
+ *		that refused our SET, read by the GET that followed it: that client holds the
+ *		lock.  set_outcomes, get_outcomes: one attempt's SET and GET outcomes, count
+ *		masters each; quorum: how many must accept.  Raises nothing.
+ */
+bool
+redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
+						   const RedlockNodeOutcome *get_outcomes, int count, int quorum)
+{
+	for (int i = 0; i < count; i++)
+	{
+		int			same = 0;
+
+		if (set_outcomes[i].kind != REDLOCK_REPLY_NIL ||
+			get_outcomes[i].kind != REDLOCK_REPLY_STRING)
+			continue;
+		for (int j = 0; j < count; j++)
+			if (set_outcomes[j].kind == REDLOCK_REPLY_NIL &&
+				get_outcomes[j].kind == REDLOCK_REPLY_STRING &&
+				get_outcomes[j].integer == get_outcomes[i].integer)
+				same++;
+		if (same >= quorum)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * redlock_retry_sleep
+ *		Sleeps a random retry delay (spec §4): redlock.retry_delay plus up to
+ *		redlock.retry_jitter ms, but at least as long as the attempt took (attempt_ms)
+ *		and at least 1 ms, so that a delay of 0 cannot turn into a hot loop against the
+ *		masters; and not past deadline_ms (a redlock_clock_ms() time; < 0 for none).
+ *
+ * Two things end it early.  free_in_ms >= 0: the keys that refused us expire on a
+ * quorum of masters that many ms from now (their PTTLs), so waking then is enough.
+ * waiter (may be NULL): our slot on the waiter board, whose wake-ups another process
+ * counts, setting our latch, when the lock is released; once they differ from seen
+ * (read before the attempt went out), the sleep ends after a random time up to the
+ * attempt's own (attempt_ms, at least 100 us, at most retry_jitter ms): the waiters that releases wake in several clusters then
+ * reach the masters one round trip apart at most, rather than in the same instant,
+ * while a handoff costs half a round trip on average.  A waiter woken directly by a
+ * release in its own cluster (a direct wake-up) retries at once: it is the one
+ * waiter of its cluster that release wakes, and the other clusters' waiters hear of
+ * the release later, through their subscriptions.  Interruptible (that short jitter
+ * aside): raises 57014 on query cancel or statement_timeout.
+ */
+void
+redlock_retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
+					RedlockWaiter *waiter, const RedlockWakeCount *seen)
+{
+	double		now = redlock_clock_ms();
+	double		delay = redlock_retry_delay_ms;
+	double		end;
+
+	if (redlock_retry_jitter_ms > 0)
+		delay += (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
+											   redlock_retry_jitter_ms);
+	delay = Max(delay, Max(attempt_ms, 1.0));
+	if (free_in_ms >= 0)
+		delay = Min(delay, Max(free_in_ms + 1.0, 1.0));
+	end = now + delay;
+	if (deadline_ms >= 0 && end > deadline_ms)
+		end = deadline_ms;
+
+	while (now < end)
+	{
+		int			rc;
+
+		RedlockWakeCount count = *seen;
+
+		if (waiter)
+			redlock_waiters_read(waiter, &count);
+		if (count.announced != seen->announced || count.direct != seen->direct)
+		{
+			/* Woken: a random part of one attempt's time (in us), then retry. */
+			uint64		max_us = (uint64) Min(redlock_retry_jitter_ms * 1000.0,
+											  Max(attempt_ms * 1000.0, 100.0));
+
+			/* Woken by a release in this cluster: nobody else was woken with us. */
+			if (count.direct != seen->direct)
+				max_us = 0;
+			if (max_us > 0)
+				pg_usleep((long) pg_prng_uint64_range(&pg_global_prng_state, 0, max_us));
+			CHECK_FOR_INTERRUPTS();
+			break;
+		}
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   (long) ceil(end - now), redlock_wait_event(REDLOCK_WAIT_RETRY));
+		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		now = redlock_clock_ms();
+	}
+}
+
+
+/* qsort comparator for doubles, ascending. */
+static int
+retry_compare_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a;
+	double		y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * redlock_free_in_ms
+ *		From one attempt's SET and PTTL outcomes (count masters each): in how many ms
+ *		the lock can be free on quorum masters (ours are undone; a refused master's key
+ *		expires after its PTTL; a master without the key is free now), or -1 when that
+ *		cannot be told.  Raises nothing.
+ */
+double
+redlock_free_in_ms(const RedlockNodeOutcome *set_outcomes,
+				   const RedlockNodeOutcome *pttl_outcomes, int count, int quorum)
+{
+	double		free_in[REDLOCK_MAX_NODES];
+
+	for (int i = 0; i < count; i++)
+	{
+		free_in[i] = INFINITY;
+		if (set_outcomes[i].kind == REDLOCK_REPLY_OK)
+			free_in[i] = 0;
+		else if (set_outcomes[i].kind == REDLOCK_REPLY_NIL &&
+				 pttl_outcomes[i].kind == REDLOCK_REPLY_INTEGER)
+		{
+			if (pttl_outcomes[i].integer >= 0)
+				free_in[i] = pttl_outcomes[i].integer;
+			else if (pttl_outcomes[i].integer == -2)
+				free_in[i] = 0; /* gone since the SET */
+		}
+	}
+	qsort(free_in, count, sizeof(double), retry_compare_double);
+	return (quorum <= count && isfinite(free_in[quorum - 1])) ? free_in[quorum - 1] : -1;
+}
+

@@ -1,0 +1,239 @@
+/*-------------------------------------------------------------------------
+ *
+ * round.c
+ *	  What every quorum round shares, whatever the kind of lock (quorum.c, quorumset.c,
+ *	  quorumshared.c): a fresh token, a result started, a script's command, a waiter's
+ *	  look, the holder record's value, the release (and an attempt's undo, spec §3
+ *	  step 5) with its scripts, an attempt counted.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "protocol/holder.h"
+#include "protocol/quorumshared.h"
+#include "protocol/round.h"
+#include "protocol/tally.h"
+#include "redlock.h"
+#include "shared/stats.h"
+#include "wire/node.h"
+#include "wire/nodeset.h"
+
+/*
+ * Where the key is not ours, a holder record of our token may still be there: the
+ * record's SET NX succeeded on a master where the lock's did not (the key was held by
+ * a client that writes no record, or by shared holders, who write none).  Both release
+ * scripts delete it, so that a refused attempt's undo, or the release of a lock held on
+ * the other masters, leaves nothing.
+ */
+#define QUORUM_STRAY_RECORD_LUA \
+	"local h = redis.pcall(\"get\", " REDLOCK_HOLDER_KEY_LUA ") " \
+	"if type(h) == \"string\" and string.sub(h, 1, #ARGV[1] + 1) == ARGV[1] .. \"\\t\" " \
+	"then redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") end "
+
+/*
+ * Spec §2: delete the key only while it still holds our token; then tell waiters on
+ * the key's own release channel (the message is the key), so that they retry at once.
+ * Only clusters with a backend waiting for that key subscribe to it (subscription.c).
+ * ARGV[2], when given, is the key whose channel announces it instead: a permit's slot
+ * announces on its semaphore's channel, where the semaphore's waiters wait.  The message
+ * is always the key deleted, so that two slots' releases are two wake-ups.
+ * The holder record goes with the key.  Where the key holds the shared marker, the
+ * token's shared hold ends instead (quorumshared.h), and the key goes, announced, with the
+ * last one: one release script for every kind of hold, so that every path that ends a
+ * hold (release, undo, abort, exit, the worker) ends a shared one too.
+ */
+RedlockScript redlock_release_script = {
+	.body = "local v = redis.call(\"get\", KEYS[1]) "
+	"if v == ARGV[1] then "
+	"local n = redis.call(\"del\", KEYS[1]) "
+	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
+	"local a = ARGV[2] or KEYS[1] "
+	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. a, KEYS[1]) "
+	"return n elseif v == \"" REDLOCK_SHARED_MARK "\" then " QUORUM_STRAY_RECORD_LUA
+	REDLOCK_SHARED_RELEASE_LUA("redis.call(\"publish\", \""
+							   REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1])")
+	"else " QUORUM_STRAY_RECORD_LUA "return 0 end",
+	.redeliver = true
+};
+
+/*
+ * The same without the announcement, for undoing an attempt while another client holds
+ * the lock on a quorum: waking the waiters would only have them refused again.
+ */
+RedlockScript redlock_quiet_release_script = {
+	.body = "local v = redis.call(\"get\", KEYS[1]) "
+	"if v == ARGV[1] then "
+	"local d = redis.call(\"del\", KEYS[1]) redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") return d "
+	"elseif v == \"" REDLOCK_SHARED_MARK "\" then " QUORUM_STRAY_RECORD_LUA
+	REDLOCK_SHARED_RELEASE_LUA("")
+	"else " QUORUM_STRAY_RECORD_LUA "return 0 end",
+	.redeliver = true
+};
+
+/*
+ * RedlockRoundInit
+ *		Makes the release scripts known to the connection layer when the library is
+ *		loaded, so that every connection loads them in its handshake.  Called from
+ *		_PG_init, first of the protocol's.  Raises ERROR (XX000) only if hashing fails.
+ */
+void
+RedlockRoundInit(void)
+{
+	redlock_script_register(&redlock_release_script);
+	redlock_script_register(&redlock_quiet_release_script);
+}
+
+/*
+ * redlock_new_token
+ *		Writes a fresh token into token (REDLOCK_TOKEN_LEN + 1 bytes): 20 bytes from
+ *		pg_strong_random, hex-encoded (spec §2).  Raises ERROR (XX000) if the strong
+ *		random source fails.
+ */
+void
+redlock_new_token(char *token)
+{
+	uint8		bytes[REDLOCK_TOKEN_BYTES];
+
+	if (!pg_strong_random(bytes, sizeof(bytes)))
+		elog(ERROR, "could not generate a random lock token");
+	for (int i = 0; i < REDLOCK_TOKEN_BYTES; i++)
+		snprintf(token + i * 2, 3, "%02x", bytes[i]);
+}
+
+/*
+ * redlock_round_result_init
+ *		Starts result for an operation over set: zeroed, with its node count and
+ *		quorum.  Raises nothing.
+ */
+void
+redlock_round_result_init(RedlockNodeSet *set, RedlockResult *result)
+{
+	memset(result, 0, sizeof(*result));
+	result->node_count = redlock_nodeset_size(set);
+	result->quorum = redlock_nodeset_quorum(set);
+}
+
+/* A GET reply: the key's value, or none. */
+static bool
+round_accept_value(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_STRING || outcome->kind == REDLOCK_REPLY_NIL;
+}
+
+/*
+ * redlock_round_script_command
+ *		Fills command with a call of script on key with token and an optional extra
+ *		argument (NULL: none), decided once need nodes returned 1 (see RedlockCommand;
+ *		-1: nobody waits for it).  Raises nothing.
+ */
+void
+redlock_round_script_command(RedlockCommand *command, RedlockScript *script, const char *key,
+			   const char *token, const char *arg, int need)
+{
+	memset(command, 0, sizeof(*command));
+	command->need = need;
+	command->accept = redlock_tally_one;
+	command->script = script;
+	command->argv[0] = key;
+	command->argv[1] = token;
+	command->argc = 2;
+	if (arg)
+		command->argv[command->argc++] = arg;
+	for (int i = 0; i < command->argc; i++)
+		command->argvlen[i] = strlen(command->argv[i]);
+}
+
+/* Fills command with "NAME key", decided once need nodes gave a reply accept approves. */
+static void
+round_key_command(RedlockCommand *command, const char *name, const char *key,
+			bool (*accept) (const RedlockNodeOutcome *outcome), int need)
+{
+	memset(command, 0, sizeof(*command));
+	command->need = need;
+	command->accept = accept;
+	command->argc = 2;
+	command->argv[0] = name;
+	command->argv[1] = key;
+	command->argvlen[0] = strlen(name);
+	command->argvlen[1] = strlen(key);
+}
+
+/*
+ * redlock_round_look_commands
+ *		Fills two commands for a waiter's look at key, sent behind its acquire in the
+ *		same round trip: GET (whose token it holds) and PTTL (how long it has left),
+ *		each decided at quorum answers.  Raises nothing.
+ */
+void
+redlock_round_look_commands(RedlockCommand *two, const char *key, int quorum)
+{
+	round_key_command(&two[0], "GET", key, round_accept_value, quorum);
+	round_key_command(&two[1], "PTTL", key, redlock_tally_integer, quorum);
+}
+
+/*
+ * redlock_round_record_value
+ *		Writes into buf the holder record's value for an attempt of token: the token, a
+ *		tab, holder (holder.c), a tab and the time now in microseconds.  Raises only
+ *		out-of-memory errors.
+ */
+void
+redlock_round_record_value(StringInfo buf, const char *token, const char *holder)
+{
+	appendStringInfo(buf, "%s\t%s\t" INT64_FORMAT, token, holder, redlock_holder_now_us());
+}
+
+/*
+ * redlock_round_release_command
+ *		Fills command with a release of key with token (spec §2; an attempt's undo,
+ *		spec §3 step 5, is one too): quiet when another client holds key on a quorum
+ *		(waking its waiters would only have them refused again), else announcing the
+ *		release on announce's channel (NULL: the key's own).  Decided once need nodes
+ *		returned 1 (-1: nobody waits for it).  Raises nothing.
+ */
+void
+redlock_round_release_command(RedlockCommand *command, bool quiet, const char *key,
+							  const char *token, const char *announce, int need)
+{
+	redlock_round_script_command(command, quiet ? &redlock_quiet_release_script : &redlock_release_script,
+								 key, token, announce, need);
+}
+
+/*
+ * redlock_round_won
+ *		Returns true when an acquire attempt that took result->elapsed_ms won: accepted
+ *		masters (of the attempt's key, or of every key of a set) reach result->quorum
+ *		(spec §3 step 3) and the TTL (ttl_ms) less the time it took and the drift
+ *		allowance (drift_ms) leaves some validity (spec §3 step 4).  Raises nothing.
+ */
+bool
+redlock_round_won(const RedlockResult *result, int accepted, int ttl_ms, double drift_ms)
+{
+	return accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0;
+}
+
+/*
+ * redlock_round_count_attempt
+ *		Ends an acquire attempt's outcome in result: when won, REDLOCK_OK with its
+ *		validity (spec §3 step 4: from start_ms, the TTL less the drift allowance
+ *		drift_ms) and the acquire counted; else the busy or unavailable attempt counted
+ *		(result->status says which).  Raises nothing.
+ */
+void
+redlock_round_count_attempt(RedlockResult *result, bool won, double start_ms, int ttl_ms,
+							 double drift_ms)
+{
+	if (won)
+	{
+		result->status = REDLOCK_OK;
+		result->valid_until_ms = start_ms + ttl_ms - drift_ms;
+		redlock_stats_count(REDLOCK_STAT_ACQUIRED);
+		redlock_stats_acquire_latency(result->elapsed_ms);
+	}
+	else
+		redlock_stats_count(result->status == REDLOCK_UNAVAILABLE
+							? REDLOCK_STAT_UNAVAILABLE : REDLOCK_STAT_BUSY);
+}

@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * tally.c
+ *	  One round's replies counted, written once for the acquire, release and extend
+ *	  rounds (quorum.c) and the fencing rounds (fence.c), with the reply tests they
+ *	  share (an integer, 0, 1).
+ *
+ * Invariant: a lock is lost for certain only when more masters than a quorum can spare
+ * (node_count - quorum) answered that our key is not there.  Fewer such answers, with
+ * the rest silent, say nothing: the silent masters may still hold our token, so the
+ * lock is then unknown (REDLOCK_UNAVAILABLE), never lost, and its keys are left to
+ * their TTL.  A leaf: it calls no other module.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "redlock.h"
+#include "protocol/tally.h"
+
+/*
+ * redlock_tally_integer
+ *		A RedlockOutcomeTest: an integer reply (every script of ours replies one, and
+ *		PTTL).  Raises nothing.
+ */
+bool
+redlock_tally_integer(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER;
+}
+
+/*
+ * redlock_tally_zero
+ *		A RedlockOutcomeTest: the integer 0, which the release, extend and fencing write
+ *		scripts reply where our key is not.  Raises nothing.
+ */
+bool
+redlock_tally_zero(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 0;
+}
+
+/*
+ * redlock_tally_one
+ *		A RedlockOutcomeTest: the integer 1, which the release, extend and fencing write
+ *		scripts reply where they acted on our key.  Raises nothing.
+ */
+bool
+redlock_tally_one(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_INTEGER && outcome->integer == 1;
+}
+
+/*
+ * redlock_tally_round
+ *		Counts one round's outcomes (result->node_count of them) into result:
+ *		accepted (outcomes the test accepted approves), answered (outcomes answer
+ *		approves: a reply that says something about the key), failed (no reply, or an
+ *		error reply: redlock_outcome_failed).
+ *
+ * gone: approves an answer that says our key is not there; NULL when the round cannot
+ *		tell (then 0 is returned).
+ *
+ * Returns how many outcomes gone approved, for redlock_tally_lost.  Raises nothing.
+ */
+int
+redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcomeTest accepted,
+					RedlockOutcomeTest answer, RedlockOutcomeTest gone, RedlockResult *result)
+{
+	int			gone_count = 0;
+
+	result->accepted = result->answered = result->failed = 0;
+	for (int i = 0; i < result->node_count; i++)
+	{
+		if (redlock_outcome_failed(&outcomes[i]))
+			result->failed++;
+		if (!answer(&outcomes[i]))
+			continue;
+		result->answered++;
+		if (accepted(&outcomes[i]))
+			result->accepted++;
+		else if (gone && gone(&outcomes[i]))
+			gone_count++;
+	}
+	return gone_count;
+}
+
+/*
+ * redlock_tally_lost
+ *		True when the lock is lost for certain (the invariant above): gone, the count
+ *		redlock_tally_round returned, exceeds result->node_count - result->quorum.
+ *		Raises nothing.
+ */
+bool
+redlock_tally_lost(const RedlockResult *result, int gone)
+{
+	return gone > result->node_count - result->quorum;
+}

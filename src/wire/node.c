@@ -1,0 +1,259 @@
+/*-------------------------------------------------------------------------
+ *
+ * node.c
+ *	  A configured master of a node set: its connection (conn.c), opened with the
+ *	  handshake of the set's configuration, and what that connection owes (owed.c).
+ *
+ * Connections open lazily and are reused.  A new connection starts with its handshake:
+ * AUTH and SELECT as configured, and SCRIPT LOAD of every registered script.  Commands
+ * are appended with the reply they will owe logged first.  When a connection closes,
+ * the releases it may not have delivered are kept for the next one; everything else it
+ * owed is forgotten.
+ *
+ * The scripts every connection loads are registered here, and run with EVALSHA once
+ * their SHA-1 is known (EVAL before).
+ *
+ * Only conn.c talks to hiredis; the arguments kept for owed replies are palloc'd in
+ * the set's context, copies of what hiredis was given.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/cryptohash.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "clock.h"
+#include "wire/node.h"
+
+/* The scripts every connection loads in its handshake. */
+#define REDLOCK_MAX_SCRIPTS 16
+static RedlockScript *scripts[REDLOCK_MAX_SCRIPTS];
+static int	script_count = 0;
+
+/*
+ * Computes script->sha1 from script->body, for EVALSHA.  Hashing needs a resource
+ * owner, which backend exit no longer has; until it is known, EVAL sends the body.
+ * Raises ERROR (XX000) if the SHA-1 cannot be computed, which does not happen in
+ * practice.
+ */
+static void
+node_script_hash(RedlockScript *script)
+{
+	pg_cryptohash_ctx *ctx;
+	uint8		digest[20];
+
+	if (script->sha1[0] != '\0' || CurrentResourceOwner == NULL)
+		return;
+	ctx = pg_cryptohash_create(PG_SHA1);
+
+	if (ctx == NULL ||
+		pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) script->body, strlen(script->body)) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not compute SHA-1 of a redlock script");
+	pg_cryptohash_free(ctx);
+	for (int i = 0; i < 20; i++)
+		snprintf(script->sha1 + i * 2, 3, "%02x", digest[i]);
+}
+
+/*
+ * redlock_script_register
+ *		Makes script known to the connection layer: new connections load it in their
+ *		handshake, and script commands run it with EVALSHA.  At most
+ *		REDLOCK_MAX_SCRIPTS scripts; registering one twice does nothing.  Raises ERROR
+ *		(XX000) only if hashing fails.
+ */
+void
+redlock_script_register(RedlockScript *script)
+{
+	for (int i = 0; i < script_count; i++)
+		if (scripts[i] == script)
+			return;
+	if (script_count == REDLOCK_MAX_SCRIPTS)
+		elog(ERROR, "too many redlock scripts");
+	scripts[script_count++] = script;
+	node_script_hash(script);
+}
+
+/*
+ * redlock_scripts_hash
+ *		Computes the SHA-1 of every registered script that has none yet (registered
+ *		when no resource owner was there).  Raises ERROR (XX000) only if hashing fails.
+ */
+void
+redlock_scripts_hash(void)
+{
+	for (int k = 0; k < script_count; k++)
+		node_script_hash(scripts[k]);
+}
+
+/*
+ * redlock_node_close
+ *		Closes node's connection (node of set), if any, forgetting what it owed, but
+ *		for the releases it may not have delivered, which wait for the next connection.
+ *		Raises only out-of-memory errors (53200).
+ */
+void
+redlock_node_close(RedlockNodeSet *set, RedlockNode *node)
+{
+	if (node->conn.ctx == NULL)
+		return;
+	redlock_conn_close(&node->conn);
+	node->handshake_owed = 0;
+	redlock_owed_keep_redeliveries(set->context, &node->owed, &node->queued);
+	set->sockets_version++;
+	node->stats.connected = false;
+}
+
+/*
+ * redlock_node_note_error
+ *		Records error as node's last one (redlock_nodes()) and marks it down until its
+ *		next reply.  Raises nothing.
+ */
+void
+redlock_node_note_error(RedlockNode *node, const char *error)
+{
+	node->down = true;
+	node->stats.errors++;
+	strlcpy(node->stats.last_error, error, sizeof(node->stats.last_error));
+	node->stats.last_error_at = GetCurrentTimestamp();
+}
+
+/*
+ * Appends one command to node's output buffer, logging the reply it will owe (for
+ * call_id; for a script command, with its arguments).  False when hiredis fails.
+ */
+static bool
+node_append(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
+			const RedlockScript *script, bool eval,
+			int argc, const char **argv, const size_t *argvlen,
+			int script_argc, const char *const *script_argv, const size_t *script_argvlen)
+{
+	redlock_owed_push(set->context, &node->owed, call_id, script, eval,
+					  script_argc, script_argv, script_argvlen);
+	if (node->owed.len == 1)
+		node->progress_ms = redlock_clock_ms();	/* it owes a reply from now */
+	if (!redlock_conn_append(&node->conn, argc, argv, argvlen))
+	{
+		redlock_owed_drop_newest(&node->owed);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * redlock_node_append_command
+ *		Appends a command for call_id to node's connection (open): argv (argc
+ *		arguments, argvlen bytes each) as it is, or, with script, EVALSHA (EVAL when
+ *		eval or no SHA-1 is known) of the script with its keys first in argv.  It goes
+ *		out with the next write.  Returns false when hiredis is out of memory.  Raises
+ *		only out-of-memory errors (53200).
+ */
+bool
+redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
+							const RedlockScript *script, bool eval,
+							int argc, const char *const *argv, const size_t *argvlen)
+{
+	const char *full[REDLOCK_MAX_ARGS + 3];
+	size_t		fulllen[REDLOCK_MAX_ARGS + 3];
+	int			n = 0;
+
+	if (script)
+	{
+		eval = eval || script->sha1[0] == '\0';
+		full[n] = eval ? "EVAL" : "EVALSHA";
+		fulllen[n] = strlen(full[n]);
+		n++;
+		full[n] = eval ? script->body : script->sha1;
+		fulllen[n] = strlen(full[n]);
+		n++;
+		full[n] = script->nkeys == 2 ? "2" : "1";
+		fulllen[n] = 1;
+		n++;
+	}
+	for (int k = 0; k < argc; k++, n++)
+	{
+		full[n] = argv[k];
+		fulllen[n] = argvlen[k];
+	}
+	if (!node_append(set, node, call_id, script, eval, n, full, fulllen, argc, argv, argvlen))
+		return false;
+	node->stats.requests++;
+	return true;
+}
+
+/* Appends one handshake command (its reply is owed to call_id 0). */
+static bool
+node_append_handshake(RedlockNodeSet *set, RedlockNode *node, int argc, const char **argv)
+{
+	size_t		argvlen[3];
+
+	for (int k = 0; k < argc; k++)
+		argvlen[k] = strlen(argv[k]);
+	if (!node_append(set, node, 0, NULL, false, argc, argv, argvlen, 0, NULL, NULL))
+		return false;
+	node->handshake_owed++;
+	return true;
+}
+
+/*
+ * redlock_node_open
+ *		Opens node's connection (node of set, closed) without blocking and queues its
+ *		handshake: AUTH and SELECT as set's configuration says, and SCRIPT LOAD of every
+ *		registered script.  Returns false with why (whylen bytes) when that fails at
+ *		once.  Raises only out-of-memory errors (53200).
+ */
+bool
+redlock_node_open(RedlockNodeSet *set, RedlockNode *node, char *why, size_t whylen)
+{
+	RedlockConnHandshake handshake;
+
+	if (!redlock_conn_open(&node->conn, &node->addr, why, whylen))
+		return false;
+	node->handshake_owed = 0;
+	set->sockets_version++;
+
+	redlock_conn_handshake(&handshake, set->username, set->password, set->database);
+	for (int k = 0; k < handshake.count; k++)
+		if (!node_append_handshake(set, node, handshake.argc[k], handshake.argv[k]))
+			goto oom;
+	for (int k = 0; k < script_count; k++)
+	{
+		const char *load[3] = {"SCRIPT", "LOAD", scripts[k]->body};
+
+		if (!node_append_handshake(set, node, 3, load))
+			goto oom;
+	}
+	return true;
+
+oom:
+	redlock_node_close(set, node);
+	snprintf(why, whylen, "out of memory");
+	return false;
+}
+
+/*
+ * redlock_node_uses_tls
+ *		True when set's connections to node use TLS: redlock.tls, and not a unix socket
+ *		(clear).  Raises nothing.
+ */
+bool
+redlock_node_uses_tls(const RedlockNodeSet *set, const RedlockNode *node)
+{
+	return redlock_conn_uses_tls(&set->tls, &node->addr);
+}
+
+/*
+ * redlock_node_advance
+ *		Takes node's connect (node of set, connecting) one step further on the socket
+ *		event it waited for, with set's TLS settings (redlock_conn_advance).  Returns
+ *		how far it got; REDLOCK_CONN_FAILED with why (whylen bytes).  Raises nothing.
+ */
+RedlockConnStep
+redlock_node_advance(RedlockNodeSet *set, RedlockNode *node, char *why, size_t whylen)
+{
+	return redlock_conn_advance(&node->conn, &set->tls, &set->tls_context, &node->addr,
+								why, whylen);
+}

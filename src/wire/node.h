@@ -1,0 +1,77 @@
+/*-------------------------------------------------------------------------
+ *
+ * node.h
+ *	  A configured master of a node set and its connection (node.c), and the node set
+ *	  itself as the connection layer sees it (built and freed by nodeset.c).  Used
+ *	  inside that layer (node.c, nodeset.c, nodeconn.c, call.c, waitset.c), and by
+ *	  quorum.c and fence.c for redlock_script_register only.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REDLOCK_NODE_H
+#define REDLOCK_NODE_H
+
+#include "wire/conn.h"
+#include "wire/owed.h"
+#include "redlock.h"
+#include "wire/tls.h"
+
+/*
+ * A configured master.  When conn.ctx is NULL the connection is closed and the fields
+ * from conn to looked_quiet mean nothing.
+ */
+typedef struct RedlockNode
+{
+	RedlockNodeAddr addr;
+	RedlockConn conn;
+	int			handshake_owed; /* handshake replies not yet read */
+	bool		failed_recently;	/* its last call failed; no reply since */
+	bool		down;			/* failed since its last reply */
+	int			down_calls;		/* calls in a row that a quorum answered and it did
+								 * not, with no reply from it between them */
+	bool		reported_down;	/* a WARNING said so; no LOG said it answers again */
+	bool		handshake_verified; /* a handshake of this set succeeded there */
+	RedlockOwedQueue queued;	/* commands to send once the handshake is done */
+	RedlockOwedRing owed;		/* replies owed, oldest first */
+	double		progress_ms;	/* last reply or connect step, or when it began
+								 * to owe one */
+	int			event_pos;		/* position in the wait set (waitset.c) */
+	uint32		event_mask;		/* socket events registered there */
+	bool		looked_quiet;	/* idle, and the idle look saw nothing to read */
+	RedlockNodeStats stats; /* what this backend saw of it (redlock_nodes()) */
+} RedlockNode;
+
+/* The masters of one configuration, and that configuration. */
+struct RedlockNodeSet
+{
+	uint64		id;				/* unique in this backend, never reused */
+	uint64		sockets_version;	/* bumped when a socket of it opens or closes */
+	int			count;
+	RedlockNode *nodes;
+	char	   *username;		/* "" for none */
+	char	   *password;		/* "" for none */
+	int			database;
+	int			quorum;			/* masters that must accept (redlock.quorum applied) */
+	RedlockTlsConfig tls;
+	RedlockTlsContext *tls_context; /* built by the first TLS connect; NULL before */
+	int			pins;			/* locks taken on this set */
+	MemoryContext context;		/* this struct, nodes, owed rings and arguments */
+	RedlockNodeSet *next;		/* in the list of every set */
+};
+
+extern bool redlock_node_open(RedlockNodeSet *set, RedlockNode *node, char *why,
+							  size_t whylen);
+extern void redlock_node_close(RedlockNodeSet *set, RedlockNode *node);
+extern bool redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node,
+										uint64 call_id, const RedlockScript *script,
+										bool eval, int argc, const char *const *argv,
+										const size_t *argvlen);
+extern void redlock_node_note_error(RedlockNode *node, const char *error);
+extern bool redlock_node_uses_tls(const RedlockNodeSet *set, const RedlockNode *node);
+extern RedlockConnStep redlock_node_advance(RedlockNodeSet *set, RedlockNode *node,
+											char *why, size_t whylen);
+extern void redlock_scripts_hash(void);
+
+extern void redlock_script_register(RedlockScript *script);	/* node.c */
+
+#endif							/* REDLOCK_NODE_H */
