@@ -32,11 +32,12 @@ SHLIB_LINK += -lhiredis_ssl -lssl -lcrypto
 endif
 PGFILEDESC = "redlock - Redlock distributed locks on independent Redis masters"
 
-# pg_regress suites: every sql/NAME.sql but the install scripts, against expected/NAME.out,
-# in alphabetical order (each file creates what it uses, so the order does not matter).
-# They need the Redis masters that test/run starts and names in redlock.servers.
-REGRESS = $(sort $(filter-out redlock--%,$(basename $(notdir $(wildcard sql/*.sql)))))
-REGRESS_OPTS = --load-extension=redlock
+# pg_regress suites: every test/sql/NAME.sql against test/expected/NAME.out, in
+# alphabetical order (each file creates what it uses, so the order does not matter);
+# sql/ holds only the install and upgrade scripts.  They need the Redis masters that
+# test/run starts and names in redlock.servers.
+REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS = --inputdir=test --load-extension=redlock
 
 EXTRA_CLEAN = results regression.diffs regression.out tmp_check
 

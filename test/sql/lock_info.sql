@@ -2,7 +2,7 @@
 -- holder record behind it (redlock.record_holder) and the operator's
 -- redlock_force_release.  A second session, reached through dblink, plays the other
 -- holder; its pid is the pid the record must name.
-\i sql/second_session.psql
+\i test/sql/second_session.psql
 SET redlock.key_prefix = 'regress-li:';
 SELECT dblink_exec('other', 'SET redlock.key_prefix = ''regress-li:''') AS other_prefix;
 CREATE TEMP TABLE other_pid AS SELECT other_bigint('SELECT pg_backend_pid()::bigint') AS pid;

@@ -1,7 +1,7 @@
 -- Fencing tokens (redlock_fencing_token) and a quorum larger than a majority
 -- (redlock.quorum), on the five masters of the test harness.  A second session,
 -- reached through dblink, plays the other client.
-\i sql/second_session.psql
+\i test/sql/second_session.psql
 CREATE FUNCTION fence_try(command text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   state text;

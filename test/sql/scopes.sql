@@ -1,7 +1,7 @@
 -- Transaction scope, and what commit, rollback and savepoints do to holds.  Locks meant
 -- to run out get a 500 ms TTL and 0.7 s of sleep: room for a loaded machine to acquire
 -- them first.  Errors are followed by their SQLSTATE (psql's LAST_ERROR_SQLSTATE).
-\i sql/second_session.psql
+\i test/sql/second_session.psql
 
 -- A transaction-scoped lock covers the commit and ends right after it.
 BEGIN;

@@ -4,464 +4,119 @@
 SET client_min_messages = warning;
 ALTER EXTENSION redlock UPDATE;
 RESET client_min_messages;
-\i sql/second_session.psql
--- Included by the suites (\i sql/second_session.psql): a second session of this
--- database, reached through dblink as 'other', plays the other client.  other(sql)
--- runs sql there and returns its boolean, other_bigint(sql) its bigint.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dblink;
-RESET client_min_messages;
-SELECT dblink_connect('other',
-       format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
-              split_part(current_setting('unix_socket_directories'), ',', 1)));
- dblink_connect 
-----------------
- OK
-(1 row)
-
-CREATE OR REPLACE FUNCTION other(sql text) RETURNS boolean LANGUAGE sql
-AS $$ SELECT r FROM dblink('other', sql) AS t(r boolean) $$;
-CREATE OR REPLACE FUNCTION other_bigint(sql text) RETURNS bigint LANGUAGE sql
-AS $$ SELECT r FROM dblink('other', sql) AS t(r bigint) $$;
+\i test/sql/second_session.psql
 SELECT dblink_connect('third',
        format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
               split_part(current_setting('unix_socket_directories'), ',', 1))) AS third;
- third 
--------
- OK
-(1 row)
-
 CREATE OR REPLACE FUNCTION third(sql text) RETURNS boolean LANGUAGE sql
 AS $$ SELECT r FROM dblink('third', sql) AS t(r boolean) $$;
 SET redlock.key_prefix = 'regress-shared:';
 SELECT dblink_exec('other', 'SET redlock.key_prefix = ''regress-shared:''') AS other_prefix;
- other_prefix 
---------------
- SET
-(1 row)
-
 SELECT dblink_exec('third', 'SET redlock.key_prefix = ''regress-shared:''') AS third_prefix;
- third_prefix 
---------------
- SET
-(1 row)
 
 -- Two sessions hold it shared at once; the masters show one lock (the shared marker),
 -- whose TTL is the latest hold's.
 SELECT redlock_acquire_shared('sh-a', 30000) AS mine;
- mine 
-------
- t
-(1 row)
-
 SELECT other($$SELECT redlock_acquire_shared('sh-a', 30000)$$) AS other_shared_too;
- other_shared_too 
-------------------
- t
-(1 row)
-
 SELECT resource, key, scope, session_holds, permits, set_id, mode FROM redlock_locks();
- resource |         key         |  scope  | session_holds | permits | set_id |  mode  
-----------+---------------------+---------+---------------+---------+--------+--------
- sh-a     | regress-shared:sh-a | session |             1 |         |        | shared
-(1 row)
-
 SELECT held, masters, ttl_ms > 29000 AS ttl_of_the_latest FROM redlock_lock_info('sh-a');
- held | masters | ttl_of_the_latest 
-------+---------+-------------------
- t    |       5 | t
-(1 row)
 
 -- No exclusive holder beside them: refused at once, and after a wait that runs out.
 SELECT third($$SELECT redlock_acquire('sh-a', 30000)$$) AS third_exclusive;
- third_exclusive 
------------------
- f
-(1 row)
-
 SELECT third($$SELECT redlock_acquire('sh-a', 30000, 300)$$) AS third_exclusive_waited;
- third_exclusive_waited 
-------------------------
- f
-(1 row)
-
 SELECT other($$SELECT redlock_release('sh-a')$$) AS other_released;
- other_released 
-----------------
- t
-(1 row)
-
 -- Still held: the other's release ended its own hold only.
 SELECT third($$SELECT redlock_acquire('sh-a', 30000)$$) AS third_exclusive_again;
- third_exclusive_again 
------------------------
- f
-(1 row)
-
 SELECT held, masters FROM redlock_lock_info('sh-a');
- held | masters 
-------+---------
- t    |       5
-(1 row)
 
 -- Holds stack; the last release frees the resource, and an exclusive holder gets it;
 -- shared holders are then refused.
 SELECT redlock_acquire_shared('sh-a', 30000) AS stacked;
- stacked 
----------
- t
-(1 row)
-
 SELECT session_holds FROM redlock_locks();
- session_holds 
----------------
-             2
-(1 row)
-
 SELECT redlock_release('sh-a') AS one_hold_dropped;
- one_hold_dropped 
-------------------
- t
-(1 row)
-
 SELECT held FROM redlock_lock_info('sh-a');
- held 
-------
- t
-(1 row)
-
 SELECT redlock_release('sh-a') AS released;
- released 
-----------
- t
-(1 row)
-
 SELECT held FROM redlock_lock_info('sh-a');
- held 
-------
- f
-(1 row)
-
 SELECT third($$SELECT redlock_acquire('sh-a', 30000)$$) AS third_exclusive_now;
- third_exclusive_now 
----------------------
- t
-(1 row)
-
 SELECT redlock_acquire_shared('sh-a', 30000) AS shared_refused;
- shared_refused 
-----------------
- f
-(1 row)
-
 SELECT redlock_acquire_shared('sh-a', 30000, 300) AS shared_waited;
- shared_waited 
----------------
- f
-(1 row)
-
 SELECT count(*) AS held_here FROM redlock_locks();
- held_here 
------------
-         0
-(1 row)
-
 SELECT third($$SELECT redlock_release('sh-a')$$) AS third_released;
- third_released 
-----------------
- t
-(1 row)
 
 -- Extension sets a new TTL on a shared hold.
 SELECT redlock_acquire_shared('sh-b', 10000) AS mine;
- mine 
-------
- t
-(1 row)
-
 SELECT redlock_extend('sh-b', 45000) AS extended;
- extended 
-----------
- t
-(1 row)
-
 SELECT ttl_ms FROM redlock_locks();
- ttl_ms 
---------
-  45000
-(1 row)
-
 SELECT redlock_extend('sh-b') AS extended_again;
- extended_again 
-----------------
- t
-(1 row)
 
 -- A shared hold's validity counts the clock drift allowance as a single lock's does:
 -- with a factor of 0.5, a 10 s TTL leaves at most 4998 ms.
 SET redlock.clock_drift_factor = 0.5;
 SELECT redlock_acquire_shared('sh-drift', 10000) AS mine;
- mine 
-------
- t
-(1 row)
-
 SELECT validity_ms BETWEEN 1 AND 4998 AS drift_taken_off FROM redlock_locks()
  WHERE resource = 'sh-drift';
- drift_taken_off 
------------------
- t
-(1 row)
-
 SELECT redlock_release('sh-drift') AS released;
- released 
-----------
- t
-(1 row)
-
 RESET redlock.clock_drift_factor;
+
 -- When the latest hold is released, the key lives on as long as the longest of the
 -- holds left (40 s), not the shortest (20 s): else it could expire under a holder.
 SELECT redlock_acquire_shared('sh-l', 20000) AS mine_20s;
- mine_20s 
-----------
- t
-(1 row)
-
 SELECT other($$SELECT redlock_acquire_shared('sh-l', 40000)$$) AS other_40s;
- other_40s 
------------
- t
-(1 row)
-
 SELECT third($$SELECT redlock_acquire_shared('sh-l', 60000)$$) AS third_60s;
- third_60s 
------------
- t
-(1 row)
-
 SELECT third($$SELECT redlock_release('sh-l')$$) AS latest_released;
- latest_released 
------------------
- t
-(1 row)
-
 SELECT held, masters, ttl_ms > 30000 AS ttl_of_the_longest_left FROM redlock_lock_info('sh-l');
- held | masters | ttl_of_the_longest_left 
-------+---------+-------------------------
- t    |       5 | t
-(1 row)
-
 SELECT other($$SELECT redlock_release('sh-l')$$) AS other_released;
- other_released 
-----------------
- t
-(1 row)
-
 SELECT held, masters, ttl_ms <= 20000 AS ttl_of_the_one_left FROM redlock_lock_info('sh-l');
- held | masters | ttl_of_the_one_left 
-------+---------+---------------------
- t    |       5 | t
-(1 row)
-
 SELECT redlock_release('sh-l') AS released;
- released 
-----------
- t
-(1 row)
-
 SELECT held FROM redlock_lock_info('sh-l');
- held 
-------
- f
-(1 row)
 
 -- One mode at a time in a session (55000), and no fencing token for a shared hold
 -- (0A000).
 SELECT redlock_acquire('sh-b', 30000);
-ERROR:  resource "sh-b" is held by this session as a shared lock, not as an exclusive lock
-DETAIL:  A session holds a resource in one mode at a time: a lock is not upgraded or downgraded in place.
-HINT:  Release it first, or use another resource name.
 SELECT redlock_fencing_token('sh-b');
-ERROR:  fencing tokens are not issued for shared locks
-DETAIL:  Resource "sh-b" is held shared by this session; shared holders do not exclude one another, so a token could not order their writes.
-HINT:  Take the lock exclusively with redlock_acquire() to fence writes.
 SELECT redlock_acquire_permit('sh-b', 3, 30000);
-ERROR:  resource "sh-b" is held by this session as a shared lock, not as a permit of a 3-permit semaphore
-DETAIL:  A resource name is either a lock or a semaphore, whose callers all give the same number of permits.
-HINT:  Release it first, or use another resource name.
 SELECT redlock_acquire(ARRAY['sh-b', 'sh-c'], 30000);
-ERROR:  resource "sh-b" is held by this session already
-DETAIL:  A set is acquired whole, by one attempt with one token; a resource held already cannot join it.
-HINT:  Release it first, or acquire the set without it.
 SELECT redlock_acquire('sh-c', 30000) AS exclusive_c;
- exclusive_c 
--------------
- t
-(1 row)
-
 SELECT redlock_acquire_shared('sh-c', 30000);
-ERROR:  resource "sh-c" is held by this session as an exclusive lock, not as a shared lock
-DETAIL:  A session holds a resource in one mode at a time: a lock is not upgraded or downgraded in place.
-HINT:  Release it first, or use another resource name.
 SELECT redlock_release('sh-c') AS released_c;
- released_c 
-------------
- t
-(1 row)
 
 -- A waiting exclusive acquire posts its intent: a third session's shared acquire is
 -- refused while it waits, although only a shared holder holds the resource; the writer
 -- gets it when that holder leaves, and the third session gets it after the writer.
 SELECT dblink_send_query('other', $$SELECT redlock_acquire('sh-b', 30000, 20000)$$) AS writer_sent;
- writer_sent 
--------------
-           1
-(1 row)
-
 SELECT pg_sleep(1.5);
- pg_sleep 
-----------
- 
-(1 row)
-
 SELECT third($$SELECT redlock_acquire_shared('sh-b', 30000)$$) AS third_shared_refused;
- third_shared_refused 
-----------------------
- f
-(1 row)
-
 SELECT redlock_release('sh-b') AS released;
- released 
-----------
- t
-(1 row)
-
 SELECT r AS writer_got_it FROM dblink_get_result('other') AS x(r boolean);
- writer_got_it 
----------------
- t
-(1 row)
-
 SELECT count(*) AS no_more_results FROM dblink_get_result('other') AS x(r boolean);
- no_more_results 
------------------
-               0
-(1 row)
-
 SELECT third($$SELECT redlock_acquire_shared('sh-b', 30000, 300)$$) AS third_waits_for_writer;
- third_waits_for_writer 
-------------------------
- f
-(1 row)
-
 SELECT other($$SELECT redlock_release('sh-b')$$) AS writer_released;
- writer_released 
------------------
- t
-(1 row)
-
 SELECT third($$SELECT redlock_acquire_shared('sh-b', 30000)$$) AS third_shared_now;
- third_shared_now 
-------------------
- t
-(1 row)
-
 SELECT third($$SELECT redlock_release('sh-b')$$) AS third_released;
- third_released 
-----------------
- t
-(1 row)
 
 -- Transaction scope: released at commit; a session hold taken in a transaction that
 -- rolls back is released by the rollback.
 BEGIN;
 SELECT redlock_xact_acquire_shared('sh-x', 30000) AS in_xact;
- in_xact 
----------
- t
-(1 row)
-
 SELECT scope, xact_holds, mode FROM redlock_locks();
-    scope    | xact_holds |  mode  
--------------+------------+--------
- transaction |          1 | shared
-(1 row)
-
 SELECT other($$SELECT redlock_acquire_shared('sh-x', 30000)$$) AS other_shares_it;
- other_shares_it 
------------------
- t
-(1 row)
-
 COMMIT;
 SELECT count(*) AS held_after_commit FROM redlock_locks();
- held_after_commit 
--------------------
-                 0
-(1 row)
-
 SELECT held FROM redlock_lock_info('sh-x');
- held 
-------
- t
-(1 row)
-
 SELECT other($$SELECT redlock_release('sh-x')$$) AS other_released;
- other_released 
-----------------
- t
-(1 row)
-
 SELECT held FROM redlock_lock_info('sh-x');
- held 
-------
- f
-(1 row)
-
 BEGIN;
 SELECT redlock_acquire_shared('sh-x', 30000) AS session_hold;
- session_hold 
---------------
- t
-(1 row)
-
 ROLLBACK;
 SELECT count(*) AS held_after_rollback FROM redlock_locks();
- held_after_rollback 
----------------------
-                   0
-(1 row)
-
 SELECT held FROM redlock_lock_info('sh-x');
- held 
-------
- f
-(1 row)
 
 -- Bad input, as redlock_acquire's.
 SELECT redlock_acquire_shared(NULL, 30000);
-ERROR:  resource must not be null
 SELECT redlock_acquire_shared('', 30000);
-ERROR:  resource must not be empty
 SELECT redlock_acquire_shared('sh-e', 0);
-ERROR:  ttl_ms must be greater than zero
-DETAIL:  The TTL given was 0 ms.
 SELECT redlock_acquire_shared('sh-e', 30000, -2);
-ERROR:  wait_ms must not be negative
-DETAIL:  The wait given was -2 ms.
-HINT:  Pass 0 for a single attempt, or NULL to wait without limit.
 SELECT redlock_xact_acquire_shared('sh-e', NULL);
-ERROR:  ttl_ms must not be null
+
 SELECT dblink_disconnect('third');
- dblink_disconnect 
--------------------
- OK
-(1 row)
-
 SELECT dblink_disconnect('other');
- dblink_disconnect 
--------------------
- OK
-(1 row)
-

@@ -4,7 +4,7 @@
 SET client_min_messages = warning;
 ALTER EXTENSION redlock UPDATE;
 RESET client_min_messages;
-\i sql/second_session.psql
+\i test/sql/second_session.psql
 SELECT dblink_connect('third',
        format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
               split_part(current_setting('unix_socket_directories'), ',', 1)));

@@ -1,7 +1,7 @@
 -- Acquire, stack, extend and release on the five masters of the test harness.
 -- A second session, reached through dblink, plays the other client.
 -- (Each file creates what it uses, so that the files do not depend on their order.)
-\i sql/second_session.psql
+\i test/sql/second_session.psql
 
 -- One attempt, default TTL: every master accepted.
 SELECT redlock_acquire('regress-a');

@@ -5,7 +5,7 @@
 SET client_min_messages = warning;
 ALTER EXTENSION redlock UPDATE;
 RESET client_min_messages;
-\i sql/second_session.psql
+\i test/sql/second_session.psql
 SET redlock.key_prefix = 'regress-set:';
 SELECT dblink_exec('other', 'SET redlock.key_prefix = ''regress-set:''') AS other_prefix;
 

@@ -23,7 +23,7 @@ BEGIN
   END LOOP;
 END
 $$;
-\i sql/second_session.psql
+\i test/sql/second_session.psql
 
 -- Counters: this backend's, or the cluster's when the library is preloaded.  Only this
 -- backend takes locks between the reset and the last look, so the figures are the same
