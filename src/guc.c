@@ -31,6 +31,7 @@
 #include "guc.h"
 #include "redlock.h"
 #include "servers.h"
+#include "tally.h"
 
 /*---- GUC variables ----*/
 
@@ -257,38 +258,6 @@ guc_assign_quorum(int newval, void *extra pg_attribute_unused())
 {
 	if (newval != redlock_quorum)
 		redlock_connection_generation++;
-}
-
-/*
- * redlock_quorum_for
- *		Returns how many of count masters must accept for a lock to be held under the
- *		quorum setting setting (redlock.quorum: 0 for a majority, count / 2 + 1).
- *		Raises nothing.
- */
-int
-redlock_quorum_for(int setting, int count)
-{
-	return setting == 0 ? count / 2 + 1 : setting;
-}
-
-/*
- * redlock_quorum_problem
- *		Returns why a quorum setting (redlock.quorum) cannot serve count masters, as an
- *		errdetail sentence, or NULL when it can: 0, or more than half and at most all of
- *		them.  Raises nothing (the text is static, or palloc'd).
- */
-const char *
-redlock_quorum_problem(int setting, int count)
-{
-	if (setting == 0)
-		return NULL;
-	if (setting > count)
-		return psprintf("redlock.quorum is %d, but redlock.servers lists %d masters.",
-						setting, count);
-	if (setting <= count / 2)
-		return psprintf("redlock.quorum is %d of %d masters, not a majority: two clients could each hold the lock.",
-						setting, count);
-	return NULL;
 }
 
 static void

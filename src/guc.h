@@ -41,8 +41,6 @@ extern uint64 redlock_connection_generation;
 
 extern void RedlockGucInit(void);
 extern const char *redlock_effective_password(void);
-extern int	redlock_quorum_for(int setting, int count);
-extern const char *redlock_quorum_problem(int setting, int count);
 
 extern void redlock_tls_config(RedlockTlsConfig *config);	/* guc.c */
 extern bool redlock_tls_config_equal(const RedlockTlsConfig *a, const RedlockTlsConfig *b);

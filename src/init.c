@@ -9,14 +9,14 @@
 
 #include "fmgr.h"
 
-#include "protocol/fence.h"
 #include "guc.h"
-#include "shared/lockconfig.h"
+#include "protocol/fence.h"
 #include "protocol/inspect.h"
 #include "protocol/quorum.h"
 #include "protocol/quorumshared.h"
 #include "protocol/round.h"
 #include "redlock.h"
+#include "shared/lockconfig.h"
 #include "shared/registry.h"
 #include "shared/stats.h"
 #include "shared/waiters.h"

@@ -23,14 +23,14 @@
 #include "postgres.h"
 
 #include "guc.h"
-#include "protocol/holder.h"
 #include "lock/lockops.h"
 #include "lock/locktable.h"
-#include "wire/nodeset.h"
+#include "protocol/holder.h"
 #include "protocol/quorum.h"
 #include "redlock.h"
 #include "shared/registry.h"
 #include "shared/waiters.h"
+#include "wire/nodeset.h"
 
 /* The number of this backend's latest set (0: none yet); locks alone have 0. */
 static int64 last_set_id = 0;

@@ -76,13 +76,13 @@
 
 #include "lib/stringinfo.h"
 
-#include "wire/call.h"
 #include "clock.h"
 #include "protocol/fence.h"
+#include "redlock.h"
+#include "tally.h"
+#include "wire/call.h"
 #include "wire/node.h"
 #include "wire/nodeset.h"
-#include "redlock.h"
-#include "protocol/tally.h"
 
 /* Write rounds one token may take (conflicts resolved by writing a larger T). */
 #define FENCE_WRITE_ROUNDS 3
@@ -232,7 +232,7 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 	redlock_nodes_run(set, &command, 1, false, outcomes);
 	gone = redlock_tally_round(outcomes, fence_accept_counter, redlock_tally_integer,
 							   fence_read_gone, result);
-	if (result->accepted < result->quorum)
+	if (!redlock_quorum_reached(result->accepted, result->quorum))
 	{
 		fence_round_failed(set, outcomes, gone, result);
 		goto done;
@@ -253,7 +253,7 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 		gone = redlock_tally_round(outcomes, redlock_tally_one, redlock_tally_integer,
 								   redlock_tally_zero, result);
 		result->attempts = round + 1;
-		if (result->accepted >= result->quorum)
+		if (redlock_quorum_reached(result->accepted, result->quorum))
 		{
 			/* §3 step 4: taken within the validity, or not at all. */
 			if (redlock_clock_ms() < valid_until_ms)

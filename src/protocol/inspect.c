@@ -25,12 +25,13 @@
  */
 #include "postgres.h"
 
-#include "wire/call.h"
 #include "protocol/holder.h"
 #include "protocol/inspect.h"
+#include "redlock.h"
+#include "tally.h"
+#include "wire/call.h"
 #include "wire/node.h"
 #include "wire/nodeset.h"
-#include "redlock.h"
 
 /* Keys asked for per SCAN step, and keys read per round of the listing. */
 #define INSPECT_SCAN_COUNT "1000"
@@ -212,7 +213,7 @@ inspect_decide(const MasterInfo *infos, const bool *answered, int count, int quo
 		if (!state->has_holder && m->holder_len > 0)
 			state->has_holder = redlock_holder_parse(m->holder, m->holder_len, &state->holder);
 	}
-	state->held = state->masters >= quorum;
+	state->held = redlock_quorum_reached(state->masters, quorum);
 	if (state->held)
 	{
 		qsort(pttls, n, sizeof(long long), inspect_pttl_desc);
@@ -324,7 +325,7 @@ redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
 			result->node_errors = redlock_node_errors(set, &outcomes[k * count], count);
 		}
 	}
-	result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
+	result->status = redlock_quorum_reached(result->answered, result->quorum) ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 	pfree(outcomes);
 	pfree(commands);
 }
@@ -471,7 +472,7 @@ redlock_inspect_scan(RedlockNodeSet *set, const char *prefix, int limit, char **
 	}
 
 	result->answered = count - result->failed;
-	result->status = result->failed > count - result->quorum ? REDLOCK_UNAVAILABLE : REDLOCK_OK;
+	result->status = redlock_quorum_reached(result->answered, result->quorum) ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 	if (result->failed > 0)
 		result->node_errors = redlock_node_errors(set, failures, count);
 	pfree(outcomes);
@@ -509,7 +510,7 @@ redlock_inspect_force_release(RedlockNodeSet *set, const char *key, RedlockLockS
 	redlock_nodes_run(set, &command, 1, false, outcomes);
 	result->answered = inspect_reports(set, outcomes, before, &result->accepted);
 	result->failed = count - result->answered;
-	result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
+	result->status = redlock_quorum_reached(result->answered, result->quorum) ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 	if (result->failed > 0)
 		result->node_errors = redlock_node_errors(set, outcomes, count);
 	pfree(outcomes);

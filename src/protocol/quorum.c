@@ -20,21 +20,21 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 
-#include "wire/call.h"
 #include "clock.h"
 #include "compat.h"
 #include "protocol/holder.h"
-#include "wire/node.h"
-#include "wire/nodeset.h"
 #include "protocol/quorum.h"
 #include "protocol/quorumshared.h"
-#include "redlock.h"
 #include "protocol/retry.h"
 #include "protocol/round.h"
+#include "redlock.h"
 #include "shared/stats.h"
-#include "protocol/tally.h"
-#include "validity.h"
 #include "shared/waiters.h"
+#include "tally.h"
+#include "validity.h"
+#include "wire/call.h"
+#include "wire/node.h"
+#include "wire/nodeset.h"
 
 /*
  * Spec §6: set a new TTL only while the key still holds our token (and its record),
@@ -218,7 +218,7 @@ quorum_beyond_slot(const RedlockNodeOutcome *outcomes, int count, int quorum)
 			if (lowest == 0 || outcomes[i].integer < lowest)
 				lowest = (int) outcomes[i].integer;
 		}
-	return seen >= quorum ? lowest : 0;
+	return redlock_quorum_reached(seen, quorum) ? lowest : 0;
 }
 
 /*
@@ -448,7 +448,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		result->node_errors = NULL;
 		if (kept < 0)
 		{
-			result->status = result->answered < result->quorum && result->beyond_slot == 0
+			result->status = !redlock_quorum_reached(result->answered, result->quorum) && result->beyond_slot == 0
 				? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
 			if (result->status == REDLOCK_UNAVAILABLE)
 				result->node_errors = redlock_node_errors(set, outcomes, count);
@@ -471,7 +471,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 				!(tallies[s].accepted > 0 || tallies[s].answered < count ||
 				  (holder && quorum_record_written(mine + layout.look * count, count))))
 				continue;
-			held_elsewhere = tallies[s].accepted < result->quorum &&
+			held_elsewhere = !redlock_quorum_reached(tallies[s].accepted, result->quorum) &&
 				(layout.look == 1 ||
 				 redlock_held_by_one_client(mine, mine + count, count, result->quorum));
 			redlock_round_release_command(&undo[nundo++], held_elsewhere, keys[s], token,
@@ -632,7 +632,7 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 		quorum_debug_outcomes(set, "release", locks[k].key, mine, count, elapsed_ms);
 		redlock_stats_count(REDLOCK_STAT_RELEASED);
 		redlock_tally_round(mine, redlock_tally_one, redlock_tally_integer, NULL, result);
-		result->status = result->answered >= result->quorum ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
+		result->status = redlock_quorum_reached(result->answered, result->quorum) ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 		result->node_errors = redlock_node_errors(set, mine, count);
 	}
 	for (int c = 0; c < ncommands; c++)
@@ -702,14 +702,14 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 		gone = redlock_tally_round(mine, redlock_tally_one, redlock_tally_integer,
 								   redlock_tally_zero, result);
 
-		if (result->accepted >= result->quorum && ttls_ms[k] - elapsed_ms - drift_ms > 0)
+		if (redlock_quorum_reached(result->accepted, result->quorum) && ttls_ms[k] - elapsed_ms - drift_ms > 0)
 		{
 			result->status = REDLOCK_OK;
 			result->valid_until_ms = start_ms + ttls_ms[k] - drift_ms;
 			if (!renewal)
 				redlock_stats_count(REDLOCK_STAT_EXTENDED);
 		}
-		else if (result->accepted >= result->quorum || redlock_tally_lost(result, gone))
+		else if (redlock_quorum_reached(result->accepted, result->quorum) || redlock_tally_lost(result, gone))
 		{
 			/*
 			 * Lost for certain (tally.c), or extended by a quorum too late to leave any

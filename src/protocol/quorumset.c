@@ -25,18 +25,18 @@
 
 #include "lib/stringinfo.h"
 
-#include "wire/call.h"
 #include "clock.h"
-#include "wire/node.h"
-#include "wire/nodeset.h"
 #include "protocol/quorum.h"
-#include "redlock.h"
 #include "protocol/retry.h"
 #include "protocol/round.h"
+#include "redlock.h"
 #include "shared/stats.h"
-#include "protocol/tally.h"
-#include "validity.h"
 #include "shared/waiters.h"
+#include "tally.h"
+#include "validity.h"
+#include "wire/call.h"
+#include "wire/node.h"
+#include "wire/nodeset.h"
 
 /*
  * Sets every key of ARGV[3] (the keys, each followed by a NUL byte, which no key
@@ -298,7 +298,7 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 		result->node_errors = NULL;
 		if (!won)
 		{
-			result->status = result->answered < result->quorum
+			result->status = !redlock_quorum_reached(result->answered, result->quorum)
 				? REDLOCK_UNAVAILABLE : REDLOCK_BUSY;
 			if (result->status == REDLOCK_UNAVAILABLE)
 				result->node_errors = redlock_node_errors(set, outcomes, count);
@@ -312,7 +312,7 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 		 */
 		for (int k = 0; k < nkeys && !won; k++)
 		{
-			bool		held_elsewhere = result->accepted < result->quorum;
+			bool		held_elsewhere = !redlock_quorum_reached(result->accepted, result->quorum);
 
 			if (look)
 			{

@@ -25,13 +25,13 @@
 
 #include "common/hashfn.h"
 
-#include "wire/call.h"
 #include "guc.h"
-#include "wire/node.h"
 #include "protocol/quorum.h"
 #include "protocol/quorumshared.h"
 #include "redlock.h"
-#include "protocol/tally.h"
+#include "tally.h"
+#include "wire/call.h"
+#include "wire/node.h"
 
 /*
  * Adds the hold of token ARGV[1] for ARGV[2] ms to the resource KEYS[1] (called as

@@ -20,8 +20,9 @@
 #include "clock.h"
 #include "compat.h"
 #include "guc.h"
-#include "redlock.h"
 #include "protocol/retry.h"
+#include "redlock.h"
+#include "tally.h"
 
 /*
  * redlock_held_by_one_client
@@ -46,7 +47,7 @@ redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
 				get_outcomes[j].kind == REDLOCK_REPLY_STRING &&
 				get_outcomes[j].integer == get_outcomes[i].integer)
 				same++;
-		if (same >= quorum)
+		if (redlock_quorum_reached(same, quorum))
 			return true;
 	}
 	return false;
@@ -162,6 +163,6 @@ redlock_free_in_ms(const RedlockNodeOutcome *set_outcomes,
 		}
 	}
 	qsort(free_in, count, sizeof(double), retry_compare_double);
-	return (quorum <= count && isfinite(free_in[quorum - 1])) ? free_in[quorum - 1] : -1;
+	return (redlock_quorum_reached(count, quorum) && isfinite(free_in[quorum - 1])) ? free_in[quorum - 1] : -1;
 }
 

@@ -15,9 +15,9 @@
 #include "protocol/holder.h"
 #include "protocol/quorumshared.h"
 #include "protocol/round.h"
-#include "protocol/tally.h"
 #include "redlock.h"
 #include "shared/stats.h"
+#include "tally.h"
 #include "wire/node.h"
 #include "wire/nodeset.h"
 
@@ -212,7 +212,7 @@ redlock_round_release_command(RedlockCommand *command, bool quiet, const char *k
 bool
 redlock_round_won(const RedlockResult *result, int accepted, int ttl_ms, double drift_ms)
 {
-	return accepted >= result->quorum && ttl_ms - result->elapsed_ms - drift_ms > 0;
+	return redlock_quorum_reached(accepted, result->quorum) && ttl_ms - result->elapsed_ms - drift_ms > 0;
 }
 
 /*

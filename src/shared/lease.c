@@ -45,6 +45,7 @@
 #include "redlock.h"
 #include "shared/lease.h"
 #include "shared/stats.h"
+#include "tally.h"
 #include "validity.h"
 
 /*---- the lease, under the registry's lock ----*/
@@ -145,7 +146,7 @@ redlock_lease_decide(int ttl_ms, double valid_until_ms, const RedlockResult *res
 			outcome->next_renewal_ms = lease_renewal_due_ms(ttl_ms, result->valid_until_ms);
 			break;
 		case REDLOCK_BUSY:
-			if (result->accepted >= result->quorum)
+			if (redlock_quorum_reached(result->accepted, result->quorum))
 				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
 						 "a quorum renewed it too late to leave any validity time");
 			else

@@ -43,9 +43,9 @@
 #include "clock.h"
 #include "compat.h"
 #include "guc.h"
+#include "redlock.h"
 #include "shared/lease.h"
 #include "shared/lockconfig.h"
-#include "redlock.h"
 #include "shared/registry.h"
 #include "shared/shmem.h"
 

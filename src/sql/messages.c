@@ -7,8 +7,9 @@
  */
 #include "postgres.h"
 
-#include "sql/messages.h"
 #include "redlock.h"
+#include "sql/messages.h"
+#include "tally.h"
 
 /*
  * redlock_errdetail_nodes
@@ -69,14 +70,14 @@ redlock_warn_release(const RedlockReleaseInfo *info)
 						info->resource, result->answered, result->node_count),
 				 redlock_errdetail_nodes(result),
 				 errhint("The keys on the other masters expire when the TTL runs out.")));
-	else if (result->accepted < result->quorum && result->failed > 0)
+	else if (!redlock_quorum_reached(result->accepted, result->quorum) && result->failed > 0)
 		ereport(WARNING,
 				(errmsg("lock on resource \"%s\" was no longer held by a majority of Redis masters when released",
 						info->resource),
 				 errdetail("%d of %d masters still held it; %d did not answer (any key there expires with its TTL):\n%s",
 						   result->accepted, result->node_count, result->failed,
 						   result->node_errors ? result->node_errors : "")));
-	else if (result->accepted < result->quorum)
+	else if (!redlock_quorum_reached(result->accepted, result->quorum))
 		ereport(WARNING,
 				(errmsg("lock on resource \"%s\" was no longer held by a majority of Redis masters when released",
 						info->resource),

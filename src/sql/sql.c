@@ -29,15 +29,15 @@
 #include "guc.h"
 #include "lock/lockops.h"
 #include "lock/locktable.h"
-#include "sql/messages.h"
-#include "wire/nodeset.h"
 #include "redlock.h"
 #include "shared/registry.h"
-#include "sql/sqlarg.h"
 #include "shared/stats.h"
-#include "validity.h"
 #include "shared/waiters.h"
+#include "sql/messages.h"
+#include "sql/sqlarg.h"
 #include "sql/xact.h"
+#include "validity.h"
+#include "wire/nodeset.h"
 
 /*---- argument checks ----*/
 

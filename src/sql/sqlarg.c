@@ -23,6 +23,7 @@
 #include "guc.h"
 #include "redlock.h"
 #include "sql/sqlarg.h"
+#include "tally.h"
 
 /* A resource name from its text: not empty, at most REDLOCK_MAX_RESOURCE_LEN bytes. */
 static char *

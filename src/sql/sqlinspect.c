@@ -21,13 +21,13 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "protocol/inspect.h"
 #include "lock/locktable.h"
-#include "sql/messages.h"
-#include "wire/nodeset.h"
+#include "protocol/inspect.h"
 #include "redlock.h"
-#include "sql/sqlarg.h"
 #include "shared/waiters.h"
+#include "sql/messages.h"
+#include "sql/sqlarg.h"
+#include "wire/nodeset.h"
 
 #define LOCK_INFO_COLS 11
 

@@ -55,9 +55,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "wire/call.h"
 #include "clock.h"
 #include "guc.h"
+#include "wire/call.h"
 #include "wire/node.h"
 #include "wire/nodeset.h"
 #include "wire/waitset.h"

@@ -11,9 +11,9 @@
 #ifndef REDLOCK_NODE_H
 #define REDLOCK_NODE_H
 
+#include "redlock.h"
 #include "wire/conn.h"
 #include "wire/owed.h"
-#include "redlock.h"
 #include "wire/tls.h"
 
 /*

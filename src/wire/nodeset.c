@@ -21,9 +21,10 @@
 #include "utils/memutils.h"
 
 #include "guc.h"
+#include "servers.h"
+#include "tally.h"
 #include "wire/node.h"
 #include "wire/nodeset.h"
-#include "servers.h"
 #include "wire/tls.h"
 
 static RedlockNodeSet *current_set = NULL;
@@ -57,7 +58,7 @@ redlock_nodeset_report_changes(RedlockNodeSet *set)
 	for (int i = 0; i < set->count; i++)
 		if (!set->nodes[i].down)
 			answering++;
-	if (answering < set->quorum)
+	if (!redlock_quorum_reached(answering, set->quorum))
 		return;
 	for (int i = 0; i < set->count; i++)
 	{

@@ -51,12 +51,13 @@
 #include "clock.h"
 #include "compat.h"
 #include "guc.h"
-#include "wire/nodeconn.h"
-#include "wire/nodeset.h"
 #include "redlock.h"
 #include "shared/registry.h"
-#include "worker/subscription.h"
 #include "shared/waiters.h"
+#include "tally.h"
+#include "wire/nodeconn.h"
+#include "wire/nodeset.h"
+#include "worker/subscription.h"
 
 #define RESUBSCRIBE_DELAY_MS 1000
 #define CHANNEL_LINGER_MS 1000	/* keep a channel this long after its last waiter left */
@@ -154,7 +155,7 @@ sub_close(Subscriber *sub, double retry_after_ms)
 	{
 		ch->sent &= ~bit;
 		ch->confirmed &= ~bit;
-		if (pg_popcount64(ch->confirmed) < subs_quorum())
+		if (!redlock_quorum_reached(pg_popcount64(ch->confirmed), subs_quorum()))
 			ch->caught_up = false;	/* releases may go unannounced: catch up again */
 	}
 }
@@ -300,7 +301,7 @@ sub_announce(const Subscriber *sub, const char *key, size_t len, const char *rel
 	reached = 0;
 	for (int i = 0; i < nsubs; i++)
 		reached += a->announced[subs[i].node] > a->woken;
-	if (reached >= subs_quorum())
+	if (redlock_quorum_reached(reached, subs_quorum()))
 	{
 		if (a->woken++ == 0)
 			(void) redlock_waiters_wake(key, len, released, released_len, false);
@@ -326,7 +327,7 @@ sub_confirmed(Subscriber *sub, const char *name, size_t len)
 	if (ch == NULL || !(ch->sent & (UINT64CONST(1) << sub->node)))
 		return;					/* unsubscribed since */
 	ch->confirmed |= UINT64CONST(1) << sub->node;
-	if (!ch->caught_up && pg_popcount64(ch->confirmed) >= subs_quorum())
+	if (!ch->caught_up && redlock_quorum_reached(pg_popcount64(ch->confirmed), subs_quorum()))
 	{
 		ch->caught_up = true;
 		redlock_waiters_catch_up(CHANNEL_KEY(ch), len - CHANNEL_PREFIX_LEN);

@@ -36,12 +36,12 @@
 #include "utils/wait_event.h"
 
 #include "clock.h"
-#include "shared/lease.h"
-#include "shared/lockconfig.h"
-#include "wire/nodeset.h"
 #include "protocol/quorum.h"
 #include "redlock.h"
+#include "shared/lease.h"
+#include "shared/lockconfig.h"
 #include "shared/registry.h"
+#include "wire/nodeset.h"
 #include "worker/subscription.h"
 #include "worker/worker.h"
 

@@ -2,7 +2,8 @@
  *
  * tally.h
  *	  One round's replies counted (tally.c): accepted, answered, failed, the rule that
- *	  says a lock is lost for certain, and the reply tests the rounds share.
+ *	  says a lock is lost for certain, and the reply tests the rounds share; the
+ *	  quorum's size and the one comparison against it.
  *
  *-------------------------------------------------------------------------
  */
@@ -21,5 +22,9 @@ extern int	redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcom
 								RedlockOutcomeTest answer, RedlockOutcomeTest gone,
 								RedlockResult *result);
 extern bool redlock_tally_lost(const RedlockResult *result, int gone);
+
+extern bool redlock_quorum_reached(int count, int quorum);
+extern int	redlock_quorum_for(int setting, int count);
+extern const char *redlock_quorum_problem(int setting, int count);
 
 #endif							/* REDLOCK_TALLY_H */

@@ -9,14 +9,16 @@
  * (node_count - quorum) answered that our key is not there.  Fewer such answers, with
  * the rest silent, say nothing: the silent masters may still hold our token, so the
  * lock is then unknown (REDLOCK_UNAVAILABLE), never lost, and its keys are left to
- * their TTL.  A leaf: it calls no other module.
+ * their TTL.  Also the quorum itself: its size (redlock_quorum_for, the formula
+ * beside the comparison) and the one comparison every round decides by
+ * (redlock_quorum_reached).  A leaf: it calls no other module.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "redlock.h"
-#include "protocol/tally.h"
+#include "tally.h"
 
 /*
  * redlock_tally_integer
@@ -87,12 +89,60 @@ redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcomeTest accep
 
 /*
  * redlock_tally_lost
- *		True when the lock is lost for certain (the invariant above): gone, the count
- *		redlock_tally_round returned, exceeds result->node_count - result->quorum.
- *		Raises nothing.
+ *		True when the lock is lost for certain (the invariant above): the masters that
+ *		did not say our key is gone (result->node_count less gone, the count
+ *		redlock_tally_round returned) can no longer reach result->quorum.  Raises
+ *		nothing.
  */
 bool
 redlock_tally_lost(const RedlockResult *result, int gone)
 {
-	return gone > result->node_count - result->quorum;
+	return !redlock_quorum_reached(result->node_count - gone, result->quorum);
+}
+
+/*---- the quorum: its size, and the one comparison every round decides by ----*/
+
+/*
+ * redlock_quorum_reached
+ *		Returns true when count masters (that accepted, answered, hold a key, confirmed
+ *		a subscription...) reach quorum, the number redlock_quorum_for gave: the one
+ *		comparison of every quorum decision (spec §3 step 3, and every round after it).
+ *		Raises nothing.
+ */
+bool
+redlock_quorum_reached(int count, int quorum)
+{
+	return count >= quorum;
+}
+
+/*
+ * redlock_quorum_for
+ *		Returns how many of count masters must accept for a lock to be held under the
+ *		quorum setting setting (redlock.quorum: 0 for a majority, count / 2 + 1).
+ *		Raises nothing.
+ */
+int
+redlock_quorum_for(int setting, int count)
+{
+	return setting == 0 ? count / 2 + 1 : setting;
+}
+
+/*
+ * redlock_quorum_problem
+ *		Returns why a quorum setting (redlock.quorum) cannot serve count masters, as an
+ *		errdetail sentence, or NULL when it can: 0, or more than half and at most all of
+ *		them.  Raises nothing (the text is static, or palloc'd).
+ */
+const char *
+redlock_quorum_problem(int setting, int count)
+{
+	if (setting == 0)
+		return NULL;
+	if (setting > count)
+		return psprintf("redlock.quorum is %d, but redlock.servers lists %d masters.",
+						setting, count);
+	if (setting <= count / 2)
+		return psprintf("redlock.quorum is %d of %d masters, not a majority: two clients could each hold the lock.",
+						setting, count);
+	return NULL;
 }
