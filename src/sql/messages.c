@@ -7,6 +7,9 @@
  */
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
+
+#include "lock/locktable.h"
 #include "redlock.h"
 #include "sql/messages.h"
 #include "tally.h"
@@ -83,4 +86,157 @@ redlock_warn_release(const RedlockReleaseInfo *info)
 						info->resource),
 				 errdetail("%d of %d masters still held it.",
 						   result->accepted, result->node_count)));
+}
+
+/*
+ * redlock_warn_not_held
+ *		Raises a WARNING that this session does not hold resource at session scope
+ *		(spec §5: releasing a lock one does not hold is refused by the token check
+ *		anyway): held only at transaction scope, or not at all.  Raises no ERROR.
+ */
+void
+redlock_warn_not_held(const char *resource)
+{
+	RedlockLockInfo *locks;
+	int			n = redlock_lock_list(&locks);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (strcmp(locks[i].resource, resource) == 0 && locks[i].xact_holds > 0)
+		{
+			ereport(WARNING,
+					(errmsg("lock on resource \"%s\" is held only at transaction scope", resource),
+					 errdetail("Transaction-scoped locks are released when the transaction ends.")));
+			return;
+		}
+	}
+	ereport(WARNING,
+			(errmsg("lock on resource \"%s\" is not held by this session", resource)));
+}
+
+/*
+ * redlock_report_worker_silent
+ *		An extension of an auto-extended lock (redlock_extend, a re-acquire) is sent by
+ *		the background worker (spec §6 for a lock nobody extends by hand): when it did
+ *		not answer (result->worker_silent), raises 08006 saying so rather than count
+ *		masters; else returns.
+ */
+void
+redlock_report_worker_silent(const char *resource, const RedlockResult *result)
+{
+	if (result->worker_silent)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not extend lock on resource \"%s\": the redlock background worker did not answer",
+						resource),
+				 errdetail("Extensions of auto-extended locks are sent by the worker; the lock is kept with the validity it had."),
+				 errhint("Check that the worker runs: pg_stat_activity shows it with backend_type \"redlock auto-extend\".")));
+}
+
+/*
+ * redlock_report_extend_failed
+ *		Raises 08006 for an extension of resource that fewer than a quorum answered
+ *		(spec §6), naming each master's failure from result; the worker's silence
+ *		first (redlock_report_worker_silent).  Does not return.
+ */
+void
+redlock_report_extend_failed(const char *resource, const RedlockResult *result)
+{
+	redlock_report_worker_silent(resource, result);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("could not extend lock on resource \"%s\": %d of %d Redis masters extended it and %d did not answer, %d needed",
+					resource, result->accepted, result->node_count, result->failed,
+					result->quorum),
+			 redlock_errdetail_nodes(result),
+			 errhint("The lock is kept with the validity the new TTL allows; its keys expire with their TTL.")));
+}
+
+/* The words for what this backend holds of a resource (redlock_locktable_kind). */
+static /* The words for what this backend holds of a resource (redlock_locktable_kind). */
+char *
+messages_kind_words(int kind)
+{
+	if (kind == REDLOCK_KIND_LOCK)
+		return pstrdup("an exclusive lock");
+	if (kind == REDLOCK_KIND_SHARED)
+		return pstrdup("a shared lock");
+	return psprintf("a permit of a %d-permit semaphore", kind);
+}
+
+/*
+ * redlock_refuse_other_kind
+ *		Refuses to take resource as kind (REDLOCK_KIND_*, or a semaphore's permits)
+ *		when this backend holds it as another (55000): a lock and a permit, permits of
+ *		semaphores of different sizes, or an exclusive lock and a shared one (no
+ *		upgrade or downgrade in place: doc/shared.md §4).  Returns when it may.
+ */
+void
+redlock_refuse_other_kind(const char *resource, int kind)
+{
+	int			held = redlock_locktable_kind(resource);
+
+	if (held == REDLOCK_KIND_NONE || held == kind)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("resource \"%s\" is held by this session as %s, not as %s",
+					resource, messages_kind_words(held), messages_kind_words(kind)),
+			 (held > 0 || kind > 0)
+			 ? errdetail("A resource name is either a lock or a semaphore, whose callers all give the same number of permits.")
+			 : errdetail("A session holds a resource in one mode at a time: a lock is not upgraded or downgraded in place."),
+			 errhint("Release it first, or use another resource name.")));
+}
+
+/*
+ * redlock_report_not_acquired
+ *		Raises what an acquire that failed means, or returns for a plain false: 55000 a
+ *		semaphore's holder beyond its permits; 08006 fewer than a quorum answered (spec
+ *		§3 step 3); 55P03 an unlimited wait that lock_timeout bounded ran out after
+ *		wait_ms milliseconds (spec §4).  resource: the resource (a set's first); what:
+ *		the words for it, 'resource "name"' or a set's; permits: a semaphore's, else 0.
+ */
+void
+redlock_report_not_acquired(const char *resource, const char *what, int permits,
+						const RedlockResult *result, bool bounded_by_lock_timeout, int wait_ms)
+{
+	if (result->beyond_slot > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("semaphore \"%s\" has a holder beyond its %d permits", resource, permits),
+				 errdetail("A quorum of the masters hold a slot past them, the lowest \"%s" REDLOCK_PERMIT_SLOT_SEPARATOR "%d\": another caller gives more permits for this resource, or holds a lock of that name.",
+						   resource, result->beyond_slot),
+				 errhint("Give every caller of a semaphore the same number of permits.")));
+	if (result->status == REDLOCK_UNAVAILABLE)
+	{
+		redlock_report_worker_silent(resource, result);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not acquire lock on %s: %d of %d Redis masters answered, %d needed",
+						what, result->answered, result->node_count, result->quorum),
+				 redlock_errdetail_nodes(result)));
+	}
+	if (bounded_by_lock_timeout)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("canceling statement due to lock timeout"),
+				 errdetail("The lock on %s was still held elsewhere after %d ms.",
+						   what, wait_ms)));
+}
+
+/*
+ * redlock_set_words
+ *		Returns the words for a set of n resources in messages: 'resources "a", "b"'
+ *		(palloc'd).  Raises only out-of-memory errors.  Not a distlock section (doc/sets.md).
+ */
+char *
+redlock_set_words(char **resources, int n)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "resources ");
+	for (int k = 0; k < n; k++)
+		appendStringInfo(&buf, "%s\"%s\"", k > 0 ? ", " : "", resources[k]);
+	return buf.data;
 }

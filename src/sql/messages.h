@@ -12,5 +12,13 @@
 
 extern void redlock_warn_release(const RedlockReleaseInfo *info);
 extern int	redlock_errdetail_nodes(const RedlockResult *result);
+extern void redlock_warn_not_held(const char *resource);
+extern void redlock_report_worker_silent(const char *resource, const RedlockResult *result);
+extern void redlock_report_extend_failed(const char *resource, const RedlockResult *result);
+extern void redlock_refuse_other_kind(const char *resource, int kind);
+extern void redlock_report_not_acquired(const char *resource, const char *what, int permits,
+										const RedlockResult *result,
+										bool bounded_by_lock_timeout, int wait_ms);
+extern char *redlock_set_words(char **resources, int n);
 
 #endif							/* REDLOCK_MESSAGES_H */

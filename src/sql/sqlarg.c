@@ -17,6 +17,7 @@
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 
 #include "compat.h"
@@ -24,6 +25,7 @@
 #include "redlock.h"
 #include "sql/sqlarg.h"
 #include "tally.h"
+#include "validity.h"
 
 /* A resource name from its text: not empty, at most REDLOCK_MAX_RESOURCE_LEN bytes. */
 static char *
@@ -193,5 +195,111 @@ redlock_sqlarg_resource_from_utf8(const char *name, Datum *out)
 									  true) < len)
 		return false;
 	*out = CStringGetTextDatum(buf);
+	return true;
+}
+
+/*
+ * redlock_sqlarg_ttl
+ *		Returns argument argno of fcinfo as a TTL in milliseconds: 1 to
+ *		REDLOCK_MAX_TTL_MS (one day), and long enough to leave some validity after the
+ *		clock drift allowance (spec §3 step 4).  A NULL gives null_ttl when null_allowed.
+ *		Raises 22004 for a NULL otherwise, 22023 for a TTL out of range or too short.
+ */
+int
+redlock_sqlarg_ttl(FunctionCallInfo fcinfo, int argno, bool null_allowed, int null_ttl)
+{
+	int			ttl_ms;
+
+	if (PG_ARGISNULL(argno))
+	{
+		if (null_allowed)
+			return null_ttl;
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("ttl_ms must not be null")));
+	}
+	ttl_ms = PG_GETARG_INT32(argno);
+	if (ttl_ms <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl_ms must be greater than zero"),
+				 errdetail("The TTL given was %d ms.", ttl_ms)));
+	if (ttl_ms > REDLOCK_MAX_TTL_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl_ms must be at most %d (one day)", REDLOCK_MAX_TTL_MS),
+				 errdetail("The TTL given was %d ms.", ttl_ms),
+				 errhint("Take a shorter TTL and extend the lock with redlock_extend() while the work runs.")));
+	/* Spec §3 step 4: a TTL that the drift allowance eats whole can never be valid. */
+	if (!redlock_ttl_leaves_validity(ttl_ms))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl_ms is too short to leave any validity time"),
+				 errdetail("A TTL of %d ms leaves nothing after the clock drift allowance (TTL * redlock.clock_drift_factor + 2 ms).",
+						   ttl_ms)));
+	return ttl_ms;
+}
+
+/*
+ * redlock_sqlarg_wait
+ *		Returns argument argno of fcinfo as a wait in milliseconds: >= 0, or -1 for a
+ *		NULL (wait without limit; spec §4's retries until acquired).  Raises 22023 for a
+ *		negative wait.
+ */
+int
+redlock_sqlarg_wait(FunctionCallInfo fcinfo, int argno)
+{
+	int			wait_ms;
+
+	if (PG_ARGISNULL(argno))
+		return -1;
+	wait_ms = PG_GETARG_INT32(argno);
+	if (wait_ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wait_ms must not be negative"),
+				 errdetail("The wait given was %d ms.", wait_ms),
+				 errhint("Pass 0 for a single attempt, or NULL to wait without limit.")));
+	return wait_ms;
+}
+
+/*
+ * redlock_sqlarg_permits
+ *		Returns argument argno of fcinfo as a semaphore's number of permits: 1 to
+ *		REDLOCK_MAX_PERMITS.  Raises 22004 for a NULL, 22023 out of range.  Not a
+ *		distlock section: permits are a semaphore of locks (doc/permits.md).
+ */
+int
+redlock_sqlarg_permits(FunctionCallInfo fcinfo, int argno)
+{
+	int			permits;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("permits must not be null")));
+	permits = PG_GETARG_INT32(argno);
+	if (permits < 1 || permits > REDLOCK_MAX_PERMITS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("permits must be between 1 and %d", REDLOCK_MAX_PERMITS),
+				 errdetail("The number of permits given was %d.", permits),
+				 errhint("Each permit is a lock of its own on the masters, all tried in one round trip.")));
+	return permits;
+}
+
+/*
+ * redlock_sqlarg_wait_bound
+ *		An unlimited wait (*wait_ms < 0, milliseconds) still honours lock_timeout, as
+ *		PostgreSQL's lock waits do: sets *wait_ms to it (ms) and returns true when it
+ *		bounds the wait, else returns false and leaves *wait_ms.  Raises nothing.
+ *		Spec §4 (the retry loop's end).
+ */
+bool
+redlock_sqlarg_wait_bound(int *wait_ms)
+{
+	if (*wait_ms >= 0 || LockTimeout <= 0)
+		return false;
+	*wait_ms = LockTimeout;
 	return true;
 }
