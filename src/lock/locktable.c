@@ -2,7 +2,8 @@
  *
  * locktable.c
  *	  The locks this backend holds: resource -> key, token, node set, holds, validity;
- *	  how a lock ends; and the ends of transactions, sessions and the backend.
+ *	  and how a lock ends.  The ends of transactions, sessions and the backend, which
+ *	  collect the locks to release from here, are lockends.c's.
  *
  * Holds stack like PostgreSQL's advisory locks (holds.c keeps them): the keys are
  * deleted when the last hold goes, so a (sub)transaction that aborts, taking back the
@@ -550,11 +551,15 @@ redlock_locktable_lose(RedlockHeldLock *lock)
 }
 
 /*
- * Collects into a palloc'd array (*held) the locks for which keep() is false, after
- * calling prepare() (may be NULL) on each; returns how many.
+ * redlock_locktable_collect
+ *		Collects into a palloc'd array (*held) the locks for which keep() is false (and
+ *		those marked releasing), after calling prepare() (may be NULL) with arg on each
+ *		not releasing; returns how many.  For the ends of transactions, sessions and the
+ *		backend (lockends.c), which then release them (redlock_locktable_release).
+ *		Raises only out-of-memory errors.
  */
-static int
-lt_collect(RedlockHeldLock ***held, void (*prepare) (RedlockHeldLock *lock, void *arg),
+int
+redlock_locktable_collect(RedlockHeldLock ***held, void (*prepare) (RedlockHeldLock *lock, void *arg),
 		   bool (*keep) (RedlockHeldLock *lock, void *arg), void *arg)
 {
 	HASH_SEQ_STATUS scan;
@@ -574,298 +579,39 @@ lt_collect(RedlockHeldLock ***held, void (*prepare) (RedlockHeldLock *lock, void
 	return n;
 }
 
-/* Drops lock's session holds. */
-static void
-lt_drop_session_holds(RedlockHeldLock *lock, void *arg pg_attribute_unused())
-{
-	redlock_holds_drop_session(&lock->holds);
-}
-
-/* Keeps a lock while it has holds and is acquired (or being acquired, outside aborts). */
-static bool
-lt_keep_if_held(RedlockHeldLock *lock, void *arg pg_attribute_unused())
-{
-	return redlock_holds_total(&lock->holds) > 0 && lock->acquired;
-}
-
 /*
- * redlock_lock_release_session
- *		Drops every session hold of this backend (transaction holds stay) and releases
- *		the locks left with no hold, in one round, calling report (may be NULL) for
- *		each.
- *
- * Returns the number of locks released.  Raises what an interrupted network wait
- * raises; the locks not yet released stay marked releasing, and the cleanup after the
- * error releases them.
+ * redlock_locktable_scan
+ *		Starts scan over every entry of the lock table (hash_seq_search gives them, and
+ *		hash_seq_term ends a scan left early).  Raises only out-of-memory errors (the
+ *		first call creates the table).
  */
-int
-redlock_lock_release_session(RedlockReleaseReport report)
+void
+redlock_locktable_scan(HASH_SEQ_STATUS *scan)
 {
-	RedlockHeldLock **held;
-	int			n = lt_collect(&held, lt_drop_session_holds, lt_keep_if_held, NULL);
-
-	redlock_locktable_release(held, n, false, false, report);
-	return n;
-}
-
-/*
- * redlock_lock_list
- *		Copies every held lock into a palloc'd array (*locks_out).  Returns how many.
- */
-int
-redlock_lock_list(RedlockLockInfo **locks_out)
-{
-	HASH_SEQ_STATUS scan;
-	RedlockHeldLock *lock;
-	RedlockLockInfo *out;
-	RedlockLease lease;
-	int			n = 0;
-	TimestampTz now = GetCurrentTimestamp();
-
 	lt_init();
-	out = palloc0(sizeof(RedlockLockInfo) * (hash_get_num_entries(locks) + 1));
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
-	{
-		RedlockLockInfo *info = &out[n];
-
-		if (!lock->acquired || lock->releasing)
-			continue;
-		info->resource = pstrdup(lock->resource);
-		info->key = pstrdup(lock->key);
-		info->permits = lock->permits;
-		info->set_id = lock->set_id;
-		info->shared = lock->shared;
-		info->session_holds = redlock_holds_count(&lock->holds, true);
-		info->xact_holds = redlock_holds_count(&lock->holds, false);
-		info->ttl_ms = lock->ttl_ms;
-		info->nodes = lock->nodes;
-		info->acquired_at = lock->acquired_at;
-		info->validity_ms = redlock_locktable_validity_left(lock);
-		info->valid_until = TimestampTzPlusMilliseconds(now, (int64) Max(info->validity_ms, 0));
-		info->auto_extended = lock->reg.index >= 0;
-		if (info->auto_extended && redlock_registry_view(&lock->reg, &lease))
-		{
-			info->lost = lease.state == LEASE_LOST;
-			info->last_renewal = lease.last_renewal;
-			info->renewals = lease.renewals;
-			info->ttl_ms = lease.ttl_ms;
-		}
-		n++;
-	}
-	*locks_out = out;
-	return n;
+	hash_seq_init(scan, locks);
 }
 
 /*
- * redlock_lock_xact_acquired
- *		True when the current transaction added a hold or lost a transaction-scoped
- *		lock: what PREPARE TRANSACTION cannot carry.
+ * redlock_locktable_in_use
+ *		Whether this backend ever made its lock table; sets *releasing to the locks
+ *		marked releasing and *registered to those in the shared registry
+ *		(auto-extended).  Raises nothing.
  */
 bool
-redlock_lock_xact_acquired(void)
+redlock_locktable_in_use(int *releasing, int *registered)
 {
-	return redlock_holds_any_pending() || redlock_holds_first_lost() != NULL;
+	*releasing = releasing_total;
+	*registered = registered_total;
+	return locks != NULL;
 }
 
 /*
- * redlock_lock_xact_pending
- *		True when the current transaction added a hold or lost a transaction-scoped
- *		lock, a release is unfinished, an auto-extended lock is held, or one let go of
- *		in this transaction refuses its commit: the transaction hooks have work to do.
+ * redlock_locktable_size
+ *		The number of entries in the lock table (0 before it is made).  Raises nothing.
  */
-bool
-redlock_lock_xact_pending(void)
+long
+redlock_locktable_size(void)
 {
-	const char *reason;
-
-	return redlock_lock_xact_acquired() || releasing_total > 0 || registered_total > 0 ||
-		redlock_lease_carried_refusal(&reason) != NULL;
-}
-
-/*
- * redlock_lock_first_expired_xact
- *		Returns (palloc'd) the resource of a transaction-scoped lock that was lost in
- *		this transaction (and not in a subtransaction that rolled back), that was taken
- *		under another configuration than the one in force, or whose validity has less
- *		than redlock.commit_margin left; NULL when there is none.
- */
-const char *
-redlock_lock_first_expired_xact(void)
-{
-	HASH_SEQ_STATUS scan;
-	RedlockHeldLock *lock;
-	const char *lost = redlock_holds_first_lost();
-
-	if (lost)
-		return pstrdup(lost);
-	if (!redlock_holds_any_pending())
-		return NULL;
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
-	{
-		if (redlock_holds_count(&lock->holds, false) > 0 && !lock->releasing &&
-			redlock_locktable_validity_left(lock) <= redlock_commit_margin_ms)
-		{
-			hash_seq_term(&scan);
-			return pstrdup(lock->resource);
-		}
-	}
-	return NULL;
-}
-
-/*
- * redlock_lock_first_lost_in_xact
- *		The commit check of auto-extended locks (either scope) taken with
- *		redlock.cancel_on_loss on: returns (palloc'd) the resource of one whose lease
- *		refuses the commit of the current transaction (lease.c states the rule), or of
- *		one let go of in this transaction that did; sets *reason to why.  NULL when
- *		there is none.  Raises only out-of-memory errors.
- */
-const char *
-redlock_lock_first_lost_in_xact(const char **reason)
-{
-	HASH_SEQ_STATUS scan;
-	RedlockHeldLock *lock;
-	const char *resource = redlock_lease_carried_refusal(reason);
-
-	if (resource)
-		return pstrdup(resource);
-	if (registered_total == 0)
-		return NULL;
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
-	{
-		if (lock->watch == NULL || lock->releasing)
-			continue;
-		*reason = redlock_lease_commit_refusal(lock->watch,
-											   lock->acquired && redlock_locktable_reconfigured(lock));
-		if (*reason == NULL)
-			continue;
-		hash_seq_term(&scan);
-		return pstrdup(lock->resource);
-	}
-	return NULL;
-}
-
-/*
- * redlock_lock_first_guarding
- *		Returns (palloc'd) the resource of a lock this session holds whose loss must
- *		stop its owner's work (auto-extended, taken with redlock.cancel_on_loss on),
- *		or NULL: what PREPARE TRANSACTION must not escape.  Raises only out-of-memory
- *		errors.
- */
-const char *
-redlock_lock_first_guarding(void)
-{
-	HASH_SEQ_STATUS scan;
-	RedlockHeldLock *lock;
-
-	if (registered_total == 0)
-		return NULL;
-	hash_seq_init(&scan, locks);
-	while ((lock = hash_seq_search(&scan)) != NULL)
-	{
-		if (lock->watch == NULL || lock->releasing ||
-			!redlock_lease_guards_commits(lock->watch))
-			continue;
-		hash_seq_term(&scan);
-		return pstrdup(lock->resource);
-	}
-	return NULL;
-}
-
-/* Ends the current transaction's holds on lock; arg points to "commit". */
-static void
-lt_end_xact_holds(RedlockHeldLock *lock, void *arg)
-{
-	redlock_holds_xact_end(&lock->holds, *(bool *) arg);
-}
-
-/*
- * redlock_lock_xact_end
- *		Ends the top-level transaction for the lock table.  At commit the session holds
- *		it added become permanent; at commit or abort its transaction holds end, and at
- *		abort its session holds too.  Locks left with no hold (or whose acquire was cut
- *		short) are released on the masters in one round, in cleanup mode (one deadline
- *		per master, never raising on network trouble), and passed to report.
- */
-void
-redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
-{
-	RedlockHeldLock **held;
-	int			n;
-
-	redlock_holds_lost_xact_end();
-	redlock_waiters_end();
-	if (!redlock_holds_any_pending() && releasing_total == 0)
-		return;
-	n = lt_collect(&held, lt_end_xact_holds, lt_keep_if_held, &commit);
-	redlock_locktable_release(held, n, true, true, report);
-}
-
-/* What lt_end_subxact_holds needs. */
-typedef struct SubxactEnd
-{
-	bool		commit;
-	SubTransactionId subid;
-	SubTransactionId parent;
-} SubxactEnd;
-
-/* Passes subid's holds on lock to its parent (commit) or takes them back (abort). */
-static void
-lt_end_subxact_holds(RedlockHeldLock *lock, void *arg)
-{
-	SubxactEnd *end = arg;
-
-	redlock_holds_subxact_end(&lock->holds, end->commit, end->subid, end->parent);
-}
-
-/*
- * redlock_lock_subxact_end
- *		Ends subtransaction subid (child of parent) for the lock table: at commit its
- *		holds (and lost holds) pass to the parent; at abort they are taken back, and
- *		locks left with no hold are released in one round in cleanup mode and passed
- *		to report.
- */
-void
-redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId parent,
-						 RedlockReleaseReport report)
-{
-	SubxactEnd	end = {commit, subid, parent};
-	RedlockHeldLock **held;
-	int			n;
-
-	if (!commit)
-		redlock_waiters_end();
-	redlock_holds_lost_subxact_end(commit, subid, parent);
-	if (!redlock_holds_any_pending() && releasing_total == 0)
-		return;
-	n = lt_collect(&held, lt_end_subxact_holds, lt_keep_if_held, &end);
-	redlock_locktable_release(held, n, true, true, report);
-}
-
-/* Keeps nothing. */
-static bool
-lt_keep_none(RedlockHeldLock *lock pg_attribute_unused(), void *arg pg_attribute_unused())
-{
-	return false;
-}
-
-/*
- * redlock_lock_release_everything
- *		Forgets every lock and releases them all on the masters in one round, in
- *		cleanup mode, waiting for every master within its deadline, passing each to
- *		report: for backend exit.
- */
-void
-redlock_lock_release_everything(RedlockReleaseReport report)
-{
-	RedlockHeldLock **held;
-	int			n;
-
-	if (locks == NULL)
-		return;
-	n = lt_collect(&held, NULL, lt_keep_none, NULL);
-	redlock_locktable_release(held, n, true, true, report);
+	return locks ? hash_get_num_entries(locks) : 0;
 }

@@ -10,6 +10,7 @@
 #define REDLOCK_LOCKTABLE_H
 
 #include "datatype/timestamp.h"
+#include "utils/hsearch.h"
 
 #include "lock/holds.h"
 #include "lock/leasewatch.h"
@@ -77,39 +78,12 @@ extern RedlockReleaseInfo *redlock_locktable_release(RedlockHeldLock **held, int
 													 RedlockReleaseReport report);
 extern void redlock_locktable_lose(RedlockHeldLock *lock);
 extern void redlock_locktable_drop(RedlockHeldLock *lock);
-
-/* A copy of one held lock, for redlock_locks(). */
-typedef struct RedlockLockInfo
-{
-	char	   *resource;
-	char	   *key;
-	int			permits;		/* a semaphore's permit: its permits; 0: a lock */
-	int64		set_id;			/* acquired in a set: its number; 0: alone */
-	bool		shared;			/* a shared hold */
-	int			session_holds;
-	int			xact_holds;
-	int			ttl_ms;
-	int			nodes;
-	TimestampTz acquired_at;
-	TimestampTz valid_until;
-	double		validity_ms;	/* remaining, <= 0 once run out */
-	bool		auto_extended;	/* renewed by the background worker */
-	bool		lost;			/* ... which gave up on it */
-	TimestampTz last_renewal;	/* 0 before the first */
-	int64		renewals;
-} RedlockLockInfo;
-
-extern int	redlock_lock_release_session(RedlockReleaseReport report);
-extern int	redlock_lock_list(RedlockLockInfo **locks);
-extern bool redlock_lock_xact_pending(void);
-extern bool redlock_lock_xact_acquired(void);
-extern const char *redlock_lock_first_expired_xact(void);
-extern const char *redlock_lock_first_guarding(void);
-extern const char *redlock_lock_first_lost_in_xact(const char **reason);
-extern void redlock_lock_xact_end(bool commit, RedlockReleaseReport report);
-extern void redlock_lock_subxact_end(bool commit, SubTransactionId subid,
-									 SubTransactionId parent,
-									 RedlockReleaseReport report);
-extern void redlock_lock_release_everything(RedlockReleaseReport report);
+extern int	redlock_locktable_collect(RedlockHeldLock ***held,
+									  void (*prepare) (RedlockHeldLock *lock, void *arg),
+									  bool (*keep) (RedlockHeldLock *lock, void *arg),
+									  void *arg);
+extern void redlock_locktable_scan(HASH_SEQ_STATUS *scan);
+extern long redlock_locktable_size(void);
+extern bool redlock_locktable_in_use(int *releasing, int *registered);
 
 #endif							/* REDLOCK_LOCKTABLE_H */

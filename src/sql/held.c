@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 
+#include "lock/lockends.h"
 #include "lock/lockops.h"
 #include "redlock.h"
 #include "sql/messages.h"

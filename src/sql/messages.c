@@ -9,6 +9,7 @@
 
 #include "lib/stringinfo.h"
 
+#include "lock/lockends.h"
 #include "lock/locktable.h"
 #include "redlock.h"
 #include "sql/messages.h"

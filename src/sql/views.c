@@ -19,6 +19,7 @@
 #include "utils/builtins.h"
 
 #include "clock.h"
+#include "lock/lockends.h"
 #include "lock/locktable.h"
 #include "redlock.h"
 #include "shared/stats.h"

@@ -59,6 +59,7 @@
 
 #include "guc.h"
 #include "lock/leasewatch.h"
+#include "lock/lockends.h"
 #include "lock/locktable.h"
 #include "redlock.h"
 #include "sql/messages.h"
