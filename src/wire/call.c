@@ -48,12 +48,9 @@
 #include "postgres.h"
 
 #include <math.h>
-#include <poll.h>
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
-
-#include <hiredis/hiredis.h>
 
 #include "clock.h"
 #include "guc.h"
@@ -345,13 +342,12 @@ call_node_read(CallState *cs, int i)
 	}
 	while (node->conn.ctx)
 	{
-		void	   *data = NULL;
-		redisReply *reply;
+		void	   *reply = NULL;
 		RedlockOwed	entry;
 		int			c;
 		char		why[REDLOCK_NODE_ERROR_LEN];
 
-		switch (redlock_conn_get_reply(&node->conn, &data))
+		switch (redlock_conn_get_reply(&node->conn, &reply))
 		{
 			case REDLOCK_CONN_REPLY_IO_ERROR:
 				call_node_fail_io(cs, i);
@@ -363,14 +359,13 @@ call_node_read(CallState *cs, int i)
 			case REDLOCK_CONN_REPLY_OK:
 				break;
 		}
-		if (data == NULL)
+		if (reply == NULL)
 			return;				/* more bytes needed */
-		reply = data;
 
 		if (node->owed.len == 0)
 		{
 			/* Nothing was owed: the stream is out of step. */
-			freeReplyObject(reply);
+			redlock_conn_reply_free(reply);
 			call_node_fail(cs, i, "unexpected reply");
 			return;
 		}
@@ -381,12 +376,10 @@ call_node_read(CallState *cs, int i)
 		if (entry.call_id == 0)
 		{
 			/* Handshake: an error ends this connection before any command ran on it. */
-			bool		failed = (reply->type == REDIS_REPLY_ERROR);
+			bool		failed = redlock_conn_reply_error(reply, "handshake failed: ", why,
+														  sizeof(why));
 
-			if (failed)
-				snprintf(why, sizeof(why), "handshake failed: %.*s",
-						 (int) reply->len, reply->str);
-			freeReplyObject(reply);
+			redlock_conn_reply_free(reply);
 			if (failed)
 			{
 				node->handshake_verified = false;
@@ -404,8 +397,7 @@ call_node_read(CallState *cs, int i)
 		}
 
 		c = call_command_of(cs, &entry);
-		if (entry.script && !entry.eval && reply->type == REDIS_REPLY_ERROR &&
-			strncmp(reply->str, "NOSCRIPT", 8) == 0 &&
+		if (entry.script && !entry.eval && redlock_conn_reply_noscript(reply) &&
 			!redlock_owed_newer_for_same_lock(&node->owed, &entry) &&
 			(!entry.script->acquires || (c >= 0 && CALL_AWAITING(cs, c, i))))
 		{
@@ -417,7 +409,7 @@ call_node_read(CallState *cs, int i)
 			 */
 			bool		appended;
 
-			freeReplyObject(reply);
+			redlock_conn_reply_free(reply);
 			appended = redlock_node_append_command(cs->set, node, entry.call_id, entry.script, true,
 										   entry.argc, entry.argv, entry.argvlen);
 			redlock_owed_free(&entry);
@@ -437,13 +429,13 @@ call_node_read(CallState *cs, int i)
 		{
 			/* A reply an earlier call decided without: counted, then dropped. */
 			node->stats.late_replies++;
-			freeReplyObject(reply);
+			redlock_conn_reply_free(reply);
 			redlock_owed_free(&entry);
 			continue;
 		}
 
 		redlock_conn_reply_outcome(reply, cs->commands[c].keep_text, CALL_OUTCOME(cs, c, i));
-		freeReplyObject(reply);
+		redlock_conn_reply_free(reply);
 		redlock_owed_free(&entry);
 		CALL_AWAITING(cs, c, i) = false;
 		if (--cs->calls[i].awaited == 0)
@@ -511,14 +503,7 @@ call_node_finish_connect(CallState *cs, int i)
 static void
 call_node_continue_connect(CallState *cs, int i)
 {
-	RedlockNode *node = &cs->set->nodes[i];
-	struct pollfd pfd;
-
-	pfd.fd = redlock_conn_socket(&node->conn);
-	pfd.events = redlock_conn_wanted_events(&node->conn) == WL_SOCKET_READABLE
-		? POLLIN : POLLOUT;
-	pfd.revents = 0;
-	if (poll(&pfd, 1, 0) > 0)
+	if (redlock_conn_event_ready(&cs->set->nodes[i].conn))
 		call_node_finish_connect(cs, i);
 }
 

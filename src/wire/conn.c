@@ -16,6 +16,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <poll.h>
 #include "wire/tls.h"
 
 #include <sys/socket.h>
@@ -334,6 +336,98 @@ redlock_conn_io_reason(const RedlockConn *conn, char *reason, size_t reasonlen)
 	if (conn->tls == NULL || !redlock_tls_io_error(reason, reasonlen))
 		strlcpy(reason, conn->ctx->errstr[0] ? conn->ctx->errstr : "connection closed",
 				reasonlen);
+}
+
+/*
+ * redlock_conn_reply_error
+ *		Returns true when reply (from redlock_conn_get_reply) is an error; when why is
+ *		not NULL, writes its text there (whylen bytes, after lead).  Raises nothing.
+ */
+bool
+redlock_conn_reply_error(const void *data, const char *lead, char *why, size_t whylen)
+{
+	const redisReply *reply = data;
+
+	if (reply->type != REDIS_REPLY_ERROR)
+		return false;
+	if (why)
+		snprintf(why, whylen, "%s%.*s", lead, (int) reply->len, reply->str);
+	return true;
+}
+
+/*
+ * redlock_conn_reply_noscript
+ *		Returns true when reply (from redlock_conn_get_reply) is Redis' NOSCRIPT error:
+ *		a script command found the master's script cache empty.  Raises nothing.
+ */
+bool
+redlock_conn_reply_noscript(const void *data)
+{
+	const redisReply *reply = data;
+
+	return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
+/*
+ * redlock_conn_reply_free
+ *		Frees reply (from redlock_conn_get_reply; malloc'd by hiredis).  Raises nothing.
+ */
+void
+redlock_conn_reply_free(void *data)
+{
+	freeReplyObject(data);
+}
+
+/*
+ * redlock_conn_reply_pubsub
+ *		Reads reply (from redlock_conn_get_reply) on a subscribed connection: a
+ *		subscription's confirmation (REDLOCK_PUBSUB_SUBSCRIBED, *channel its channel),
+ *		a message (REDLOCK_PUBSUB_MESSAGE, *channel and *message), an error
+ *		(REDLOCK_PUBSUB_ERROR, *message its text) or anything else
+ *		(REDLOCK_PUBSUB_OTHER).  The pointers point into reply.  Raises nothing.
+ */
+RedlockPubSubReply
+redlock_conn_reply_pubsub(const void *data, RedlockBytes *channel, RedlockBytes *message)
+{
+	const redisReply *reply = data;
+
+	if (reply->type == REDIS_REPLY_ERROR)
+	{
+		message->data = reply->str;
+		message->len = reply->len;
+		return REDLOCK_PUBSUB_ERROR;
+	}
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
+		reply->element[0]->type != REDIS_REPLY_STRING ||
+		reply->element[1]->type != REDIS_REPLY_STRING)
+		return REDLOCK_PUBSUB_OTHER;
+	channel->data = reply->element[1]->str;
+	channel->len = reply->element[1]->len;
+	if (strcmp(reply->element[0]->str, "subscribe") == 0)
+		return REDLOCK_PUBSUB_SUBSCRIBED;
+	if (strcmp(reply->element[0]->str, "message") != 0 ||
+		reply->element[2]->type != REDIS_REPLY_STRING)
+		return REDLOCK_PUBSUB_OTHER;
+	message->data = reply->element[2]->str;
+	message->len = reply->element[2]->len;
+	return REDLOCK_PUBSUB_MESSAGE;
+}
+
+/*
+ * redlock_conn_event_ready
+ *		Returns true when the event a connection under way waits for
+ *		(redlock_conn_wanted_events) has come, looked at without waiting (poll, 0 ms).
+ *		Raises nothing.
+ */
+bool
+redlock_conn_event_ready(const RedlockConn *conn)
+{
+	struct pollfd pfd;
+
+	pfd.fd = redlock_conn_socket(conn);
+	pfd.events = redlock_conn_wanted_events(conn) == WL_SOCKET_READABLE ? POLLIN : POLLOUT;
+	pfd.revents = 0;
+	return poll(&pfd, 1, 0) > 0;
 }
 
 /*

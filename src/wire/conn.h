@@ -53,6 +53,22 @@ typedef struct RedlockConnHandshake
 	char		dbnum[16];		/* SELECT's argument */
 } RedlockConnHandshake;
 
+/* A reply on a subscribed connection (redlock_conn_reply_pubsub). */
+typedef enum RedlockPubSubReply
+{
+	REDLOCK_PUBSUB_SUBSCRIBED,	/* a SUBSCRIBE confirmed */
+	REDLOCK_PUBSUB_MESSAGE,		/* a message published on a channel */
+	REDLOCK_PUBSUB_ERROR,
+	REDLOCK_PUBSUB_OTHER
+} RedlockPubSubReply;
+
+/* Bytes inside a reply, not NUL-terminated. */
+typedef struct RedlockBytes
+{
+	const char *data;
+	size_t		len;
+} RedlockBytes;
+
 extern bool redlock_conn_open(RedlockConn *conn, const RedlockNodeAddr *addr,
 							  char *why, size_t whylen);
 extern void redlock_conn_close(RedlockConn *conn);
@@ -73,6 +89,13 @@ extern RedlockConnReply redlock_conn_get_reply(RedlockConn *conn, void **reply);
 extern void redlock_conn_protocol_reason(const RedlockConn *conn, char *reason,
 										 size_t reasonlen);
 extern void redlock_conn_io_reason(const RedlockConn *conn, char *reason, size_t reasonlen);
+extern bool redlock_conn_reply_error(const void *reply, const char *lead, char *why,
+									 size_t whylen);
+extern bool redlock_conn_reply_noscript(const void *reply);
+extern void redlock_conn_reply_free(void *reply);
+extern RedlockPubSubReply redlock_conn_reply_pubsub(const void *reply, RedlockBytes *channel,
+												 RedlockBytes *message);
+extern bool redlock_conn_event_ready(const RedlockConn *conn);
 extern void redlock_conn_reply_outcome(const void *data, bool keep_text,
 									   RedlockNodeOutcome *outcome);
 extern void redlock_conn_handshake(RedlockConnHandshake *handshake, const char *username,

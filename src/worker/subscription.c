@@ -46,8 +46,6 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
-#include <hiredis/hiredis.h>
-
 #include "clock.h"
 #include "compat.h"
 #include "guc.h"
@@ -55,6 +53,7 @@
 #include "shared/registry.h"
 #include "shared/waiters.h"
 #include "tally.h"
+#include "wire/conn.h"
 #include "wire/nodeconn.h"
 #include "wire/nodeset.h"
 #include "worker/subscription.h"
@@ -336,31 +335,33 @@ sub_confirmed(Subscriber *sub, const char *name, size_t len)
 
 /* Handles one reply on sub: a confirmation, an error, or an announced release. */
 static void
-sub_reply(Subscriber *sub, redisReply *reply)
+sub_reply(Subscriber *sub, void *reply)
 {
-	if (reply->type == REDIS_REPLY_ERROR)
+	RedlockBytes channel = {NULL, 0};
+	RedlockBytes message = {NULL, 0};
+
+	switch (redlock_conn_reply_pubsub(reply, &channel, &message))
 	{
-		ereport(LOG,
-				(errmsg("redlock could not subscribe to release announcements on %s: %s",
-						redlock_node_name(subs_set, sub->node), reply->str),
-				 errdetail("Waiters retry after redlock.retry_delay instead of being woken.")));
-		sub_close(sub, RESUBSCRIBE_DELAY_MS * 10);
-		return;
+		case REDLOCK_PUBSUB_ERROR:
+			ereport(LOG,
+					(errmsg("redlock could not subscribe to release announcements on %s: %.*s",
+							redlock_node_name(subs_set, sub->node), (int) message.len,
+							message.data),
+					 errdetail("Waiters retry after redlock.retry_delay instead of being woken.")));
+			sub_close(sub, RESUBSCRIBE_DELAY_MS * 10);
+			break;
+		case REDLOCK_PUBSUB_SUBSCRIBED:
+			sub_confirmed(sub, channel.data, channel.len);
+			break;
+		case REDLOCK_PUBSUB_MESSAGE:
+			if (channel.len > CHANNEL_PREFIX_LEN &&
+				strncmp(channel.data, REDLOCK_RELEASE_CHANNEL_PREFIX, CHANNEL_PREFIX_LEN) == 0)
+				sub_announce(sub, channel.data + CHANNEL_PREFIX_LEN,
+							 channel.len - CHANNEL_PREFIX_LEN, message.data, message.len);
+			break;
+		case REDLOCK_PUBSUB_OTHER:
+			break;
 	}
-	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
-		reply->element[0]->type != REDIS_REPLY_STRING ||
-		reply->element[1]->type != REDIS_REPLY_STRING)
-		return;
-	if (strcmp(reply->element[0]->str, "subscribe") == 0)
-		sub_confirmed(sub, reply->element[1]->str, reply->element[1]->len);
-	else if (strcmp(reply->element[0]->str, "message") == 0 &&
-			 reply->element[2]->type == REDIS_REPLY_STRING &&
-			 reply->element[1]->len > CHANNEL_PREFIX_LEN &&
-			 strncmp(reply->element[1]->str, REDLOCK_RELEASE_CHANNEL_PREFIX,
-					 CHANNEL_PREFIX_LEN) == 0)
-		sub_announce(sub, reply->element[1]->str + CHANNEL_PREFIX_LEN,
-					 reply->element[1]->len - CHANNEL_PREFIX_LEN,
-					 reply->element[2]->str, reply->element[2]->len);
 }
 
 /*
@@ -394,7 +395,7 @@ sub_service(Subscriber *sub, uint32 events)
 		if (reply == NULL)
 			break;
 		sub_reply(sub, reply);
-		freeReplyObject(reply);
+		redlock_conn_reply_free(reply);
 		if (sub->conn == NULL)
 			return;
 	}
