@@ -5,7 +5,11 @@ EXTENSION = redlock
 DATA = $(wildcard sql/redlock--*.sql)
 # src/ is a folder per layer (src/README.md); includes name the folder: "wire/call.h".
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
-PG_CPPFLAGS += -I$(srcdir)/src
+PG_CPPFLAGS += -I$(srcdir)/src -Isrc
+
+# The Lua scripts (src/scripts/NAME.lua) are embedded at build time into one generated
+# header, src/scripts/lua.h (src/scripts/embed; Perl, which Debian always has).
+RL_LUA = $(sort $(wildcard $(srcdir)/src/scripts/*.lua))
 SHLIB_LINK = -lhiredis
 
 # TLS to the masters (src/wire/tls.c) when hiredis has its TLS library (hiredis_ssl, 1.0 and
@@ -39,7 +43,7 @@ PGFILEDESC = "redlock - Redlock distributed locks on independent Redis masters"
 REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
 REGRESS_OPTS = --inputdir=test --load-extension=redlock
 
-EXTRA_CLEAN = results regression.diffs regression.out tmp_check
+EXTRA_CLEAN = results regression.diffs regression.out tmp_check src/scripts/lua.h
 
 # TAP suites (test/t/*.pl, helpers in test/lib): `make prove_installcheck` against the
 # installed extension, as an ordinary user (initdb refuses root; it says so); each test
@@ -54,6 +58,11 @@ include $(PGXS)
 
 # PGXS tracks no header dependencies: every object depends on the shared headers.
 $(OBJS): $(wildcard src/*.h src/*/*.h)
+
+src/scripts/lua.h: $(RL_LUA) $(srcdir)/src/scripts/embed
+	perl $(srcdir)/src/scripts/embed $(RL_LUA) > $@.tmp && mv $@.tmp $@
+
+src/scripts/scripts.o src/scripts/scripts.bc: src/scripts/lua.h
 
 # PostgreSQL's own headers warn under -Wextra: include them as system headers so that
 # warnings are reported for our code only.

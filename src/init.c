@@ -10,12 +10,8 @@
 #include "fmgr.h"
 
 #include "guc.h"
-#include "protocol/fence.h"
-#include "protocol/inspect.h"
-#include "protocol/quorum.h"
-#include "protocol/quorumshared.h"
-#include "protocol/round.h"
 #include "redlock.h"
+#include "scripts/scripts.h"
 #include "shared/lockconfig.h"
 #include "shared/registry.h"
 #include "shared/stats.h"
@@ -28,8 +24,8 @@ void		_PG_init(void);
 
 /*
  * _PG_init
- *		Defines the redlock.* GUCs when the library is loaded.  When it is preloaded,
- *		also asks for shared memory (cluster-wide counters, the registry of
+ *		Defines the redlock.* GUCs and registers the Lua scripts when the library is
+ *		loaded.  When it is preloaded, *		also asks for shared memory (cluster-wide counters, the registry of
  *		auto-extended locks and the configurations they were taken under, the waiter
  *		board) and registers the background worker that renews them.
  */
@@ -38,12 +34,7 @@ _PG_init(void)
 {
 	RedlockGucInit();
 	RedlockStatsInit();
-	RedlockRoundInit();
-	RedlockQuorumInit();
-	RedlockQuorumSetInit();
-	RedlockQuorumSharedInit();
-	RedlockFenceInit();
-	RedlockInspectInit();
+	RedlockScriptsInit();
 	RedlockRegistryInit();
 	RedlockLockConfigInit();
 	RedlockWaitersInit();

@@ -79,6 +79,7 @@
 #include "clock.h"
 #include "protocol/fence.h"
 #include "redlock.h"
+#include "scripts/scripts.h"
 #include "tally.h"
 #include "wire/call.h"
 #include "wire/node.h"
@@ -86,39 +87,6 @@
 
 /* Write rounds one token may take (conflicts resolved by writing a larger T). */
 #define FENCE_WRITE_ROUNDS 3
-
-/*
- * Round 1: where our key holds our token, the larger of the counter and the master's
- * floor minus one (the floor: the master's own clock, TIME, in whole seconds times
- * 10^6); else -1.  The script only reads, so TIME is allowed in it on every Redis
- * version (no write follows a non-deterministic command).
- */
-static RedlockScript fence_read_script = {
-	.body = "if redis.call(\"get\", KEYS[1]) ~= ARGV[1] then return -1 end "
-	"local f = tonumber(redis.call(\"time\")[1]) * 1000000 - 1 "
-	"local c = redis.call(\"get\", KEYS[2]) "
-	"if not c then return f end "
-	"local n = tonumber(c) "
-	"if not n then return redis.error_reply(\"fencing counter is not a number\") end "
-	"if n < f then return f end "
-	"return n",
-	.nkeys = 2
-};
-
-/*
- * Round 2: where our key holds our token, set the counter to ARGV[2] if it is smaller
- * (reply 1), else reply minus the counter; reply 0 where the key is not ours.  The
- * counter is stored as the text the caller sent, never converted back from a Lua
- * number (which would print large ones in exponent form).
- */
-static RedlockScript fence_write_script = {
-	.body = "if redis.call(\"get\", KEYS[1]) ~= ARGV[1] then return 0 end "
-	"local c = tonumber(redis.call(\"get\", KEYS[2]) or \"0\") "
-	"if c and c >= tonumber(ARGV[2]) then return -c end "
-	"redis.call(\"set\", KEYS[2], ARGV[2], \"px\", ARGV[3]) "
-	"return 1",
-	.nkeys = 2
-};
 
 /* A read reply from a master where our key is: a counter. */
 static bool
@@ -174,22 +142,6 @@ fence_round_failed(RedlockNodeSet *set, const RedlockNodeOutcome *outcomes, int 
 }
 
 /*
- * RedlockFenceInit
- *		Makes the fencing scripts known to the connection layer (redlock_script_register)
- *		when the library is loaded, with the other scripts, so that every connection
- *		loads them in its handshake: registered only at the first fencing call, they
- *		would cost each master that never ran them a NOSCRIPT trip in each of that
- *		call's two rounds.  Called from _PG_init.  Raises ERROR (XX000) only if hashing
- *		fails.
- */
-void
-RedlockFenceInit(void)
-{
-	redlock_script_register(&fence_read_script);
-	redlock_script_register(&fence_write_script);
-}
-
-/*
  * redlock_quorum_fence
  *		Takes a fencing token for a held lock: the two rounds above (§9).
  *
@@ -227,7 +179,7 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 	snprintf(ttl_text, sizeof(ttl_text), INT64_FORMAT, REDLOCK_FENCE_COUNTER_TTL_MS);
 
 	/* Round 1: the counters of a quorum of the masters where our key is. */
-	fence_command(&command, &fence_read_script, fence_accept_counter, result->quorum,
+	fence_command(&command, &redlock_script_fence_read, fence_accept_counter, result->quorum,
 				  key, counter_key, token, NULL, NULL);
 	redlock_nodes_run(set, &command, 1, false, outcomes);
 	gone = redlock_tally_round(outcomes, fence_accept_counter, redlock_tally_integer,
@@ -247,7 +199,7 @@ redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 		int64		highest = 0;
 
 		snprintf(fence_text, sizeof(fence_text), INT64_FORMAT, next);
-		fence_command(&command, &fence_write_script, redlock_tally_one, result->quorum,
+		fence_command(&command, &redlock_script_fence_write, redlock_tally_one, result->quorum,
 					  key, counter_key, token, fence_text, ttl_text);
 		redlock_nodes_run(set, &command, 1, false, outcomes);
 		gone = redlock_tally_round(outcomes, redlock_tally_one, redlock_tally_integer,

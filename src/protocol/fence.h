@@ -10,7 +10,6 @@
 
 #include "redlock.h"
 
-extern void RedlockFenceInit(void);
 extern void redlock_quorum_fence(RedlockNodeSet *set, const char *key, const char *token,
 								 double valid_until_ms, int64 *fence, RedlockResult *result);
 

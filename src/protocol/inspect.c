@@ -28,6 +28,7 @@
 #include "protocol/holder.h"
 #include "protocol/inspect.h"
 #include "redlock.h"
+#include "scripts/scripts.h"
 #include "tally.h"
 #include "wire/call.h"
 #include "wire/node.h"
@@ -41,57 +42,6 @@
  * The read both scripts share: into info, "" when the key is not a string (no lock),
  * else "PTTL LEN VALUE" followed by the holder record of that value (or nothing).
  */
-#define INSPECT_READ_LUA \
-	"local info = \"\" " \
-	"if redis.call(\"type\", KEYS[1]).ok == \"string\" then " \
-	"local v = redis.call(\"get\", KEYS[1]) " \
-	"local h = redis.pcall(\"get\", " REDLOCK_HOLDER_KEY_LUA ") " \
-	"if type(h) == \"string\" and string.sub(h, 1, #v + 1) == v .. \"\\t\" " \
-	"then h = string.sub(h, #v + 2) else h = \"\" end " \
-	"info = redis.call(\"pttl\", KEYS[1]) .. \" \" .. #v .. \" \" .. v .. h end "
-
-static RedlockScript read_script = {
-	.body = INSPECT_READ_LUA "return info"
-};
-
-/*
- * The forced release: the read above, then the key and its record (or a shared lock's
- * readers hash) deleted whatever the token, waiters told, and the fencing counter
- * raised (ARGV[1]: its TTL in ms), stored as text as fence.c stores it.
- */
-static RedlockScript force_script = {
-	.body = INSPECT_READ_LUA
-	"if info ~= \"\" then redis.call(\"del\", KEYS[1]) redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
-	"redis.pcall(\"del\", " REDLOCK_READERS_KEY_LUA ") "
-	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1]) end "
-	"local ck = \"" REDLOCK_FENCE_KEY_PREFIX "\" .. KEYS[1] "
-	"local f = tonumber(redis.call(\"time\")[1]) * 1000000 - 1 "
-	"local c = tonumber(redis.call(\"get\", ck) or \"0\") "
-	"if not c then return redis.error_reply(\"fencing counter is not a number\") end "
-	"if c < f then c = f end "
-	"redis.call(\"set\", ck, string.format(\"%.0f\", c + 1), \"px\", ARGV[1]) "
-	"return info"
-};
-
-/*
- * One SCAN step under the prefix KEYS[1] (matched literally) from cursor ARGV[2]:
- * "CURSOR" then " LEN KEY" for each key found, leaving out fencing counters (keys that
- * start with the byte 0xFF), holder records (keys that end with it and "holder"), and
- * a shared lock's readers hash and a writer's intent beside it (quorumshared.h).
- * ARGV[2] "done": nothing to do.
- */
-static RedlockScript scan_script = {
-	.body = "if ARGV[2] == \"done\" then return \"0\" end "
-	"local p = string.gsub(KEYS[1], \"[%*%?%[%]\\\\]\", \"\\\\%0\") .. \"*\" "
-	"local r = redis.call(\"scan\", ARGV[2], \"match\", p, \"count\", ARGV[1]) "
-	"local out = {r[1]} "
-	"for _, k in ipairs(r[2]) do "
-	"if string.byte(k, 1) ~= 255 and string.sub(k, -7) ~= \"\\255holder\" "
-	"and string.sub(k, -8) ~= \"\\255readers\" and string.sub(k, -7) ~= \"\\255intent\" "
-	"then out[#out + 1] = #k .. \" \" .. k end end "
-	"return table.concat(out, \" \")"
-};
-
 /* One master's report of one key. */
 typedef struct MasterInfo
 {
@@ -102,20 +52,6 @@ typedef struct MasterInfo
 	const char *holder;
 	int			holder_len;
 } MasterInfo;
-
-/*
- * RedlockInspectInit
- *		Makes the read, forced-release and scan scripts known to the connection layer
- *		(as quorum.c does its own).  Called from _PG_init.  Raises ERROR (XX000) only
- *		if hashing fails.
- */
-void
-RedlockInspectInit(void)
-{
-	redlock_script_register(&read_script);
-	redlock_script_register(&force_script);
-	redlock_script_register(&scan_script);
-}
 
 /* Reads a decimal number ending in a space at *p (advanced past it); false if none. */
 static bool
@@ -307,7 +243,7 @@ redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
 	inspect_result_init(set, result);
 	for (int k = 0; k < n; k++)
 	{
-		inspect_key_command(&commands[k], &read_script, keys[k], NULL);
+		inspect_key_command(&commands[k], &redlock_script_lock_info, keys[k], NULL);
 		commands[k].accept = inspect_accept_text;
 	}
 	redlock_nodes_run(set, commands, n, false, outcomes);
@@ -427,7 +363,7 @@ redlock_inspect_scan(RedlockNodeSet *set, const char *prefix, int limit, char **
 		cursors[i] = "0";
 		failures[i].kind = REDLOCK_REPLY_OK;
 	}
-	inspect_key_command(&command, &scan_script, prefix, INSPECT_SCAN_COUNT);
+	inspect_key_command(&command, &redlock_script_scan, prefix, INSPECT_SCAN_COUNT);
 	command.accept = inspect_accept_text;
 	command.argv[command.argc] = "0";
 	command.argvlen[command.argc++] = 1;
@@ -505,7 +441,7 @@ redlock_inspect_force_release(RedlockNodeSet *set, const char *key, RedlockLockS
 
 	inspect_result_init(set, result);
 	snprintf(ttl_text, sizeof(ttl_text), INT64_FORMAT, REDLOCK_FENCE_COUNTER_TTL_MS);
-	inspect_key_command(&command, &force_script, key, ttl_text);
+	inspect_key_command(&command, &redlock_script_force_release, key, ttl_text);
 	command.accept = inspect_accept_text;
 	redlock_nodes_run(set, &command, 1, false, outcomes);
 	result->answered = inspect_reports(set, outcomes, before, &result->accepted);

@@ -22,7 +22,6 @@ typedef struct RedlockLockState
 	RedlockHolder holder;
 } RedlockLockState;
 
-extern void RedlockInspectInit(void);
 extern void redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
 								  RedlockLockState *states, RedlockResult *result);
 extern int	redlock_inspect_scan(RedlockNodeSet *set, const char *prefix, int limit,

@@ -28,6 +28,7 @@
 #include "protocol/retry.h"
 #include "protocol/round.h"
 #include "redlock.h"
+#include "scripts/scripts.h"
 #include "shared/stats.h"
 #include "shared/waiters.h"
 #include "tally.h"
@@ -36,45 +37,6 @@
 #include "wire/node.h"
 #include "wire/nodeset.h"
 
-/*
- * Spec §6: set a new TTL only while the key still holds our token (and its record),
- * or, where shared holders hold it, only while our shared hold is valid (quorumshared.h).
- */
-static RedlockScript extend_script = {
-	.body = "local v = redis.call(\"get\", KEYS[1]) "
-	"if v == ARGV[1] then "
-	"redis.pcall(\"pexpire\", " REDLOCK_HOLDER_KEY_LUA ", ARGV[2]) "
-	"return redis.call(\"pexpire\", KEYS[1], ARGV[2]) "
-	"elseif v == \"" REDLOCK_SHARED_MARK "\" then " REDLOCK_SHARED_EXTEND_LUA
-	"else return 0 end"
-};
-
-/*
- * A semaphore's attempt also asks each master whether a slot past its permits is
- * held (KEYS[1] the semaphore's key, ARGV[1] its permits, ARGV[2] the most there can
- * be): the lowest such slot, or 0.  A caller giving more permits for the same resource
- * would break the bound of those giving fewer; this is how they learn of it.
- */
-static RedlockScript beyond_script = {
-	.body = "for i = tonumber(ARGV[1]) + 1, tonumber(ARGV[2]) do "
-	"if redis.call(\"exists\", KEYS[1] .. \"" REDLOCK_PERMIT_SLOT_SEPARATOR "\" .. i) == 1 "
-	"then return i end end return 0"
-};
-
-/*
- * RedlockQuorumInit
- *		Makes the release and extend scripts known to the connection layer when the
- *		library is loaded (as fence.c does its own), so that every connection loads them
- *		all in its handshake.  Called from _PG_init.  Raises ERROR (XX000) only if
- *		hashing fails.
- */
-void
-RedlockQuorumInit(void)
-{
-	redlock_script_register(&extend_script);
-	redlock_script_register(&beyond_script);
-}
-
 /* A SET NX reply that granted the lock. */
 static bool
 quorum_accept_ok(const RedlockNodeOutcome *outcome)
@@ -82,7 +44,7 @@ quorum_accept_ok(const RedlockNodeOutcome *outcome)
 	return outcome->kind == REDLOCK_REPLY_OK;
 }
 
-/* A beyond_script reply naming a slot past the permits. */
+/* A permits_beyond.lua reply naming a slot past the permits. */
 static bool
 quorum_accept_positive(const RedlockNodeOutcome *outcome)
 {
@@ -203,7 +165,7 @@ quorum_slot_fill(RedlockCommand *commands, const QuorumSlotCommands *layout,
 
 /*
  * The lowest slot past a semaphore's permits that at least quorum masters report
- * held (beyond_script's replies), or 0.
+ * held (permits_beyond.lua's replies), or 0.
  */
 static int
 quorum_beyond_slot(const RedlockNodeOutcome *outcomes, int count, int quorum)
@@ -353,7 +315,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 
 		snprintf(permits_text, sizeof(permits_text), "%d", nkeys);
 		snprintf(max_text, sizeof(max_text), "%d", REDLOCK_MAX_PERMITS);
-		redlock_round_script_command(beyond, &beyond_script, announce, permits_text, max_text,
+		redlock_round_script_command(beyond, &redlock_script_permits_beyond, announce, permits_text, max_text,
 							  result->quorum);
 		/* Wait until a quorum names a slot, or enough say none that it cannot. */
 		beyond->accept = quorum_accept_positive;
@@ -681,7 +643,7 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 	{
 		redlock_round_result_init(set, &results[k]);
 		snprintf(ttl_texts[k], sizeof(ttl_texts[k]), "%d", ttls_ms[k]);
-		redlock_round_script_command(&commands[k], &extend_script, locks[k].key, locks[k].token,
+		redlock_round_script_command(&commands[k], &redlock_script_extend, locks[k].key, locks[k].token,
 					   ttl_texts[k], results[k].quorum);
 	}
 

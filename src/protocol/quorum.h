@@ -13,8 +13,6 @@
 
 #include "redlock.h"
 
-extern void RedlockQuorumInit(void);
-extern void RedlockQuorumSetInit(void);
 struct RedlockWaiter;			/* waiters.h */
 
 extern void redlock_quorum_acquire(RedlockNodeSet *set, const char *key, char *token,

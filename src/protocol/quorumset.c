@@ -30,6 +30,7 @@
 #include "protocol/retry.h"
 #include "protocol/round.h"
 #include "redlock.h"
+#include "scripts/scripts.h"
 #include "shared/stats.h"
 #include "shared/waiters.h"
 #include "tally.h"
@@ -37,56 +38,6 @@
 #include "wire/call.h"
 #include "wire/node.h"
 #include "wire/nodeset.h"
-
-/*
- * Sets every key of ARGV[3] (the keys, each followed by a NUL byte, which no key
- * holds) to the token ARGV[1] with the TTL ARGV[2] ms, and the holder record ARGV[4]
- * (none when empty) beside each with SET NX, but only when none of the keys exists:
- * 1 when set, 0 when one is held.  KEYS[1] is the set's first key.
- */
-static RedlockScript set_acquire_script = {
-	.body = "local ks = {} "
-	"for k in string.gmatch(ARGV[3], \"[^%z]+\") do ks[#ks + 1] = k end "
-	"if redis.call(\"exists\", unpack(ks)) > 0 then return 0 end "
-	"for i = 1, #ks do "
-	"redis.call(\"set\", ks[i], ARGV[1], \"px\", ARGV[2]) "
-	"if ARGV[4] ~= \"\" then "
-	"redis.pcall(\"set\", ks[i] .. \"\\255holder\", ARGV[4], \"nx\", \"px\", ARGV[2]) end "
-	"end return 1",
-	.acquires = true
-};
-
-/*
- * Spec §5 for the locks of a set, in one script: deletes each key of ARGV[2] (each
- * followed by a NUL byte) that still holds the token ARGV[1], with its holder record,
- * announcing each on its own release channel, as the lock's release script does
- * (quorum.c), stray records of our token included; in a few calls whatever the count
- * (MGET, DEL, DEL), since each call from a script costs about a microsecond.  Returns
- * a bit mask of the keys it did not delete (bit k for the k-th key), so 0 when it
- * deleted every one; at most REDLOCK_RELEASE_GROUP keys, so that the mask stays exact
- * in a Lua number.
- */
-static RedlockScript set_release_script = {
-	.body = "local ks = {} "
-	"for k in string.gmatch(ARGV[2], \"[^%z]+\") do ks[#ks + 1] = k end "
-	"local vs = redis.call(\"mget\", unpack(ks)) "
-	"local d, r, m, b = {}, {}, 0, 1 "
-	"for i = 1, #ks do "
-	"local h = ks[i] .. \"\\255holder\" "
-	"if vs[i] == ARGV[1] then d[#d + 1] = ks[i] r[#r + 1] = h "
-	"else "
-	"local v = redis.pcall(\"get\", h) "
-	"if type(v) == \"string\" and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. \"\\t\" "
-	"then redis.pcall(\"del\", h) end "
-	"m = m + b end "
-	"b = b * 2 end "
-	"if #d > 0 then "
-	"redis.call(\"del\", unpack(d)) redis.pcall(\"del\", unpack(r)) "
-	"for i = 1, #d do "
-	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. d[i], d[i]) end "
-	"end return m",
-	.redeliver = true
-};
 
 /* A set release reply that deleted every key. */
 static bool
@@ -114,7 +65,7 @@ redlock_quorumset_release_command(RedlockCommand *command, const char *const *ke
 		appendStringInfoString(joined, keys[k]);
 		appendStringInfoChar(joined, '\0');
 	}
-	redlock_round_script_command(command, &set_release_script, keys[0], token, NULL, need);
+	redlock_round_script_command(command, &redlock_script_set_release, keys[0], token, NULL, need);
 	command->accept = quorumset_accept_all_deleted;
 	command->argv[command->argc] = joined->data;
 	command->argvlen[command->argc++] = joined->len;
@@ -133,19 +84,6 @@ redlock_quorumset_release_outcome(const RedlockNodeOutcome *reply, int k,
 	*outcome = *reply;
 	if (reply->kind == REDLOCK_REPLY_INTEGER)
 		outcome->integer = ((reply->integer >> k) & 1) ? 0 : 1;
-}
-
-/*
- * RedlockQuorumSetInit
- *		Registers the set's acquire and release scripts with the connection layer, so that every
- *		connection loads it in its handshake.  Called from RedlockQuorumInit.  Raises
- *		ERROR (XX000) only if hashing fails.
- */
-void
-RedlockQuorumSetInit(void)
-{
-	redlock_script_register(&set_acquire_script);
-	redlock_script_register(&set_release_script);
 }
 
 /*
@@ -197,7 +135,7 @@ redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys, int nke
 						   char *const *tokens, int ttl_ms, int wait_ms, const char *holder,
 						   RedlockWaiter *waiter, bool behind, RedlockResult *result)
 {
-	redlock_quorumset_acquire_with(&set_acquire_script, set, keys, nkeys, tokens, ttl_ms,
+	redlock_quorumset_acquire_with(&redlock_script_set_acquire, set, keys, nkeys, tokens, ttl_ms,
 								   wait_ms, holder, waiter, behind, result);
 }
 

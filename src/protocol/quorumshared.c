@@ -29,45 +29,10 @@
 #include "protocol/quorum.h"
 #include "protocol/quorumshared.h"
 #include "redlock.h"
+#include "scripts/scripts.h"
 #include "tally.h"
 #include "wire/call.h"
 #include "wire/node.h"
-
-/*
- * Adds the hold of token ARGV[1] for ARGV[2] ms to the resource KEYS[1] (called as
- * the set's acquire script is; ARGV[3] and ARGV[4] unused): 1 when added, 0 when
- * refused because an exclusive holder holds the key, or an exclusive acquire waits
- * for it (its intent, doc/shared.md §3).  A key found free starts a fresh readers
- * hash; the key and the hash expire with the latest hold (quorumshared.h).
- */
-static RedlockScript shared_acquire_script = {
-	.body = "local v = redis.call(\"get\", KEYS[1]) "
-	"if v and v ~= \"" REDLOCK_SHARED_MARK "\" then return 0 end "
-	"if redis.call(\"exists\", " REDLOCK_INTENT_KEY_LUA ") == 1 then return 0 end "
-	"local h = " REDLOCK_READERS_KEY_LUA " "
-	REDLOCK_SHARED_NOW_LUA
-	"if not v then redis.call(\"del\", h) "
-	"redis.call(\"set\", KEYS[1], \"" REDLOCK_SHARED_MARK "\") end "
-	"local e = now + tonumber(ARGV[2]) local s = string.format(\"%.0f\", e) "
-	"redis.call(\"hset\", h, ARGV[1], s) "
-	"if not v or e > tonumber(redis.call(\"hget\", h, \"\") or \"0\") then "
-	"redis.call(\"hset\", h, \"\", s) "
-	"redis.call(\"pexpireat\", KEYS[1], s) redis.call(\"pexpireat\", h, s) end "
-	"return 1",
-	.acquires = true
-};
-
-/*
- * RedlockQuorumSharedInit
- *		Registers the shared acquire script with the connection layer, so that every
- *		connection loads it in its handshake.  Called from RedlockQuorumInit.  Raises
- *		ERROR (XX000) only if hashing fails.
- */
-void
-RedlockQuorumSharedInit(void)
-{
-	redlock_script_register(&shared_acquire_script);
-}
 
 /*
  * redlock_quorum_acquire_shared
@@ -90,7 +55,7 @@ redlock_quorum_acquire_shared(RedlockNodeSet *set, const char *key, char *token,
 {
 	char	   *tokens[1] = {token};
 
-	redlock_quorumset_acquire_with(&shared_acquire_script, set, &key, 1, tokens, ttl_ms,
+	redlock_quorumset_acquire_with(&redlock_script_shared_acquire, set, &key, 1, tokens, ttl_ms,
 								   wait_ms, NULL, waiter, behind, result);
 }
 

@@ -2,8 +2,8 @@
  *
  * quorumshared.h
  *	  Shared holds (quorumshared.c): how one lives on a master (doc/shared.md), as the
- *	  scripts of quorum.c and quorumshared.c write it, the Lua they share, and the
- *	  module's functions.  The names and the marker are redlock.h's.
+ *	  scripts write it (src/scripts/: shared_acquire.lua and the _shared_ fragments),
+ *	  and the module's functions.  The names and the marker are redlock.h's.
  *
  * Invariant, on each master: while any shared holder's hold is valid there, the
  * resource's own key exists and holds the marker, and expires no earlier than that
@@ -20,11 +20,6 @@
 
 #include "redlock.h"
 
-/* Lua: the local now, the master's time in ms (TIME, as key expiry counts it). */
-#define REDLOCK_SHARED_NOW_LUA \
-	"local t = redis.call(\"time\") " \
-	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-
 /*
  * Lua, where the key holds the marker: the hold of token ARGV[1] ends on this master
  * (spec §5 for a shared hold).  When no hold is left the key goes, and PUBLISH_LUA (a
@@ -35,46 +30,13 @@
  * whatever the count of holders, but for the latest one.  Returns 1 when this hold was
  * there and still valid, else 0, as the exclusive release answers.
  */
-#define REDLOCK_SHARED_RELEASE_LUA(PUBLISH_LUA) \
-	"local h = " REDLOCK_READERS_KEY_LUA " " \
-	REDLOCK_SHARED_NOW_LUA \
-	"local mine = tonumber(redis.call(\"hget\", h, ARGV[1]) or \"0\") " \
-	"redis.call(\"hdel\", h, ARGV[1]) " \
-	"local last = 0 " \
-	"if redis.call(\"hlen\", h) > 1 then " \
-	"last = tonumber(redis.call(\"hget\", h, \"\") or \"0\") " \
-	"if mine >= last then last = 0 " \
-	"local all = redis.call(\"hgetall\", h) " \
-	"for i = 1, #all, 2 do if all[i] ~= \"\" then " \
-	"local x = tonumber(all[i + 1]) " \
-	"if x <= now then redis.call(\"hdel\", h, all[i]) elseif x > last then last = x end " \
-	"end end " \
-	"if last > 0 then local s = string.format(\"%.0f\", last) redis.call(\"hset\", h, \"\", s) " \
-	"redis.call(\"pexpireat\", KEYS[1], s) redis.call(\"pexpireat\", h, s) end " \
-	"end end " \
-	"if last == 0 then redis.call(\"del\", KEYS[1], h) " PUBLISH_LUA " end " \
-	"if mine > now then return 1 else return 0 end "
-
 /*
  * Lua, where the key holds the marker: the hold of token ARGV[1], while still valid
  * on this master, now lasts ARGV[2] ms (spec §6 for a shared hold); the key lasts at
  * least as long.  Returns 1 when extended, else 0.
  */
-#define REDLOCK_SHARED_EXTEND_LUA \
-	"local h = " REDLOCK_READERS_KEY_LUA " " \
-	REDLOCK_SHARED_NOW_LUA \
-	"local mine = tonumber(redis.call(\"hget\", h, ARGV[1]) or \"0\") " \
-	"if mine <= now then return 0 end " \
-	"local e = now + tonumber(ARGV[2]) local s = string.format(\"%.0f\", e) " \
-	"redis.call(\"hset\", h, ARGV[1], s) " \
-	"if e > tonumber(redis.call(\"hget\", h, \"\") or \"0\") then " \
-	"redis.call(\"hset\", h, \"\", s) " \
-	"redis.call(\"pexpireat\", KEYS[1], s) redis.call(\"pexpireat\", h, s) end " \
-	"return 1 "
-
 struct RedlockWaiter;			/* waiters.h */
 
-extern void RedlockQuorumSharedInit(void);
 extern void redlock_quorum_acquire_shared(RedlockNodeSet *set, const char *key,
 										  char *token, int ttl_ms, int wait_ms,
 										  struct RedlockWaiter *waiter, bool behind,

@@ -16,6 +16,7 @@
 #include "protocol/quorumshared.h"
 #include "protocol/round.h"
 #include "redlock.h"
+#include "scripts/scripts.h"
 #include "shared/stats.h"
 #include "tally.h"
 #include "wire/node.h"
@@ -28,64 +29,6 @@
  * scripts delete it, so that a refused attempt's undo, or the release of a lock held on
  * the other masters, leaves nothing.
  */
-#define QUORUM_STRAY_RECORD_LUA \
-	"local h = redis.pcall(\"get\", " REDLOCK_HOLDER_KEY_LUA ") " \
-	"if type(h) == \"string\" and string.sub(h, 1, #ARGV[1] + 1) == ARGV[1] .. \"\\t\" " \
-	"then redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") end "
-
-/*
- * Spec §2: delete the key only while it still holds our token; then tell waiters on
- * the key's own release channel (the message is the key), so that they retry at once.
- * Only clusters with a backend waiting for that key subscribe to it (subscription.c).
- * ARGV[2], when given, is the key whose channel announces it instead: a permit's slot
- * announces on its semaphore's channel, where the semaphore's waiters wait.  The message
- * is always the key deleted, so that two slots' releases are two wake-ups.
- * The holder record goes with the key.  Where the key holds the shared marker, the
- * token's shared hold ends instead (quorumshared.h), and the key goes, announced, with the
- * last one: one release script for every kind of hold, so that every path that ends a
- * hold (release, undo, abort, exit, the worker) ends a shared one too.
- */
-RedlockScript redlock_release_script = {
-	.body = "local v = redis.call(\"get\", KEYS[1]) "
-	"if v == ARGV[1] then "
-	"local n = redis.call(\"del\", KEYS[1]) "
-	"redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") "
-	"local a = ARGV[2] or KEYS[1] "
-	"redis.call(\"publish\", \"" REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. a, KEYS[1]) "
-	"return n elseif v == \"" REDLOCK_SHARED_MARK "\" then " QUORUM_STRAY_RECORD_LUA
-	REDLOCK_SHARED_RELEASE_LUA("redis.call(\"publish\", \""
-							   REDLOCK_RELEASE_CHANNEL_PREFIX "\" .. KEYS[1], KEYS[1])")
-	"else " QUORUM_STRAY_RECORD_LUA "return 0 end",
-	.redeliver = true
-};
-
-/*
- * The same without the announcement, for undoing an attempt while another client holds
- * the lock on a quorum: waking the waiters would only have them refused again.
- */
-RedlockScript redlock_quiet_release_script = {
-	.body = "local v = redis.call(\"get\", KEYS[1]) "
-	"if v == ARGV[1] then "
-	"local d = redis.call(\"del\", KEYS[1]) redis.pcall(\"del\", " REDLOCK_HOLDER_KEY_LUA ") return d "
-	"elseif v == \"" REDLOCK_SHARED_MARK "\" then " QUORUM_STRAY_RECORD_LUA
-	REDLOCK_SHARED_RELEASE_LUA("")
-	"else " QUORUM_STRAY_RECORD_LUA "return 0 end",
-	.redeliver = true
-};
-
-/*
- * RedlockRoundInit
- *		Makes the release scripts known to the connection layer when the library is
- *		loaded, so that every connection loads them in its handshake.  Called from
- *		_PG_init, first of the protocol's.  Raises ERROR (XX000) only if hashing fails.
- */
-void
-RedlockRoundInit(void)
-{
-	redlock_script_register(&redlock_release_script);
-	redlock_script_register(&redlock_quiet_release_script);
-}
-
 /*
  * redlock_new_token
  *		Writes a fresh token into token (REDLOCK_TOKEN_LEN + 1 bytes): 20 bytes from
@@ -198,7 +141,7 @@ void
 redlock_round_release_command(RedlockCommand *command, bool quiet, const char *key,
 							  const char *token, const char *announce, int need)
 {
-	redlock_round_script_command(command, quiet ? &redlock_quiet_release_script : &redlock_release_script,
+	redlock_round_script_command(command, quiet ? &redlock_script_quiet_release : &redlock_script_release,
 								 key, token, announce, need);
 }
 

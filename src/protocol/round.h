@@ -12,10 +12,7 @@
 
 #include "redlock.h"
 
-extern RedlockScript redlock_release_script;
-extern RedlockScript redlock_quiet_release_script;
 
-extern void RedlockRoundInit(void);
 extern void redlock_new_token(char *token);
 extern void redlock_round_result_init(RedlockNodeSet *set, RedlockResult *result);
 extern void redlock_round_script_command(RedlockCommand *command, RedlockScript *script,
