@@ -193,7 +193,7 @@ redlock_lock_first_expired_xact(void)
  * redlock_lock_first_lost_in_xact
  *		The commit check of auto-extended locks (either scope) taken with
  *		redlock.cancel_on_loss on: returns (palloc'd) the resource of one whose lease
- *		refuses the commit of the current transaction (lease.c states the rule), or of
+ *		refuses the commit of the current transaction (lock/leasewatch.c states the rule), or of
  *		one let go of in this transaction that did; sets *reason to why.  NULL when
  *		there is none.  Raises only out-of-memory errors.
  */

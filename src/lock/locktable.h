@@ -45,7 +45,7 @@ typedef struct RedlockHeldLock
 	double		valid_until_ms; /* redlock_clock_ms() time */
 	RedlockHolds holds;			/* its holds (holds.c) */
 	RedlockRegistryHandle reg;	/* auto-extended: its registry entry; index -1: not */
-	RedlockLeaseWatch *watch;	/* ... and its lease, watched (lease.c) */
+	RedlockLeaseWatch *watch;	/* ... and its lease, watched (leasewatch.c) */
 	int64		fence;			/* its fencing token (fence.c), 0 before one is taken */
 } RedlockHeldLock;
 

@@ -18,10 +18,11 @@
  * pooler that resets a server connection with it (PgBouncer's server_reset_query)
  * hands the next client a backend that holds nothing.
  *
- * For auto-extended locks, the loss protocol (lease.c) acts here: the commit check
- * (at PRE_COMMIT and PRE_PREPARE), an error-report hook that words the watchdog's
- * cancel, and the watchdog re-armed at every statement start (the executor and utility
- * hooks) and abort, since PostgreSQL's error recovery disables every timeout.
+ * For auto-extended locks, the loss protocol (shared/lease.c, lock/leasewatch.c) acts
+ * here: the commit check (at PRE_COMMIT and PRE_PREPARE), an error-report hook that
+ * words the watchdog's cancel, and the watchdog re-armed at every statement start (the
+ * executor and utility hooks) and abort, since PostgreSQL's error recovery disables
+ * every timeout.
  *
  * The hooks are registered on first use rather than in _PG_init, so that a library
  * preloaded into the postmaster still registers them in each backend.
@@ -123,9 +124,9 @@ xact_release_at_exit(void *arg pg_attribute_unused())
 }
 
 /*
- * The loss protocol's commit check (lease.c): no work done while an auto-extended
- * lock taken with redlock.cancel_on_loss was lost or run out becomes visible, at
- * commit or at PREPARE TRANSACTION.
+ * The loss protocol's commit check (lock/leasewatch.c): no work done while an
+ * auto-extended lock taken with redlock.cancel_on_loss was lost or run out becomes
+ * visible, at commit or at PREPARE TRANSACTION.
  */
 /*
  * What to do once a loss stopped the work, true of either scope: the aborted
