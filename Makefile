@@ -60,6 +60,7 @@ include $(PGXS)
 $(OBJS): $(wildcard src/*.h src/*/*.h)
 
 src/scripts/lua.h: $(RL_LUA) $(srcdir)/src/scripts/embed
+	@$(MKDIR_P) $(dir $@)
 	perl $(srcdir)/src/scripts/embed $(RL_LUA) > $@.tmp && mv $@.tmp $@
 
 src/scripts/scripts.o src/scripts/scripts.bc: src/scripts/lua.h
