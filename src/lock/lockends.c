@@ -25,27 +25,6 @@
 #include "shared/registry.h"
 #include "shared/waiters.h"
 
-/* The locks marked releasing, and those in the shared registry (auto-extended). */
-static int
-lockends_releasing(void)
-{
-	int			releasing,
-				registered;
-
-	redlock_locktable_in_use(&releasing, &registered);
-	return releasing;
-}
-
-static int
-lockends_registered(void)
-{
-	int			releasing,
-				registered;
-
-	redlock_locktable_in_use(&releasing, &registered);
-	return registered;
-}
-
 /* Drops lock's session holds. */
 static void
 lt_drop_session_holds(RedlockHeldLock *lock, void *arg pg_attribute_unused())
@@ -150,11 +129,8 @@ redlock_lock_xact_pending(void)
 {
 	const char *reason;
 
-	int			releasing,
-				registered;
-
-	redlock_locktable_in_use(&releasing, &registered);
-	return redlock_lock_xact_acquired() || releasing > 0 || registered > 0 ||
+	return redlock_lock_xact_acquired() || redlock_locktable_releasing() > 0 ||
+		redlock_locktable_registered() > 0 ||
 		redlock_lease_carried_refusal(&reason) != NULL;
 }
 
@@ -206,7 +182,7 @@ redlock_lock_first_lost_in_xact(const char **reason)
 
 	if (resource)
 		return pstrdup(resource);
-	if (lockends_registered() == 0)
+	if (redlock_locktable_registered() == 0)
 		return NULL;
 	redlock_locktable_scan(&scan);
 	while ((lock = hash_seq_search(&scan)) != NULL)
@@ -236,7 +212,7 @@ redlock_lock_first_guarding(void)
 	HASH_SEQ_STATUS scan;
 	RedlockHeldLock *lock;
 
-	if (lockends_registered() == 0)
+	if (redlock_locktable_registered() == 0)
 		return NULL;
 	redlock_locktable_scan(&scan);
 	while ((lock = hash_seq_search(&scan)) != NULL)
@@ -273,7 +249,7 @@ redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 
 	redlock_holds_lost_xact_end();
 	redlock_waiters_end();
-	if (!redlock_holds_any_pending() && lockends_releasing() == 0)
+	if (!redlock_holds_any_pending() && redlock_locktable_releasing() == 0)
 		return;
 	n = redlock_locktable_collect(&held, lt_end_xact_holds, lt_keep_if_held, &commit);
 	redlock_locktable_release(held, n, true, true, report);
@@ -314,7 +290,7 @@ redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId p
 	if (!commit)
 		redlock_waiters_end();
 	redlock_holds_lost_subxact_end(commit, subid, parent);
-	if (!redlock_holds_any_pending() && lockends_releasing() == 0)
+	if (!redlock_holds_any_pending() && redlock_locktable_releasing() == 0)
 		return;
 	n = redlock_locktable_collect(&held, lt_end_subxact_holds, lt_keep_if_held, &end);
 	redlock_locktable_release(held, n, true, true, report);
@@ -339,10 +315,7 @@ redlock_lock_release_everything(RedlockReleaseReport report)
 	RedlockHeldLock **held;
 	int			n;
 
-	int			releasing,
-				registered;
-
-	if (!redlock_locktable_in_use(&releasing, &registered))
+	if (redlock_locktable_size() == 0)
 		return;
 	n = redlock_locktable_collect(&held, NULL, lt_keep_none, NULL);
 	redlock_locktable_release(held, n, true, true, report);

@@ -593,17 +593,21 @@ redlock_locktable_scan(HASH_SEQ_STATUS *scan)
 }
 
 /*
- * redlock_locktable_in_use
- *		Whether this backend ever made its lock table; sets *releasing to the locks
- *		marked releasing and *registered to those in the shared registry
- *		(auto-extended).  Raises nothing.
+ * redlock_locktable_releasing, redlock_locktable_registered
+ *		How many locks of this backend are marked releasing (their release under way or
+ *		interrupted), and how many are in the shared registry (auto-extended).  Raise
+ *		nothing.
  */
-bool
-redlock_locktable_in_use(int *releasing, int *registered)
+int
+redlock_locktable_releasing(void)
 {
-	*releasing = releasing_total;
-	*registered = registered_total;
-	return locks != NULL;
+	return releasing_total;
+}
+
+int
+redlock_locktable_registered(void)
+{
+	return registered_total;
 }
 
 /*

@@ -84,6 +84,7 @@ extern int	redlock_locktable_collect(RedlockHeldLock ***held,
 									  void *arg);
 extern void redlock_locktable_scan(HASH_SEQ_STATUS *scan);
 extern long redlock_locktable_size(void);
-extern bool redlock_locktable_in_use(int *releasing, int *registered);
+extern int	redlock_locktable_releasing(void);
+extern int	redlock_locktable_registered(void);
 
 #endif							/* REDLOCK_LOCKTABLE_H */
