@@ -56,8 +56,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# PGXS tracks no header dependencies: every object depends on the shared headers.
-$(OBJS): $(wildcard src/*.h src/*/*.h)
+# PGXS tracks no header dependencies: every object depends on the shared headers (but
+# the generated lua.h, which scripts.o alone includes: were every object to depend on it,
+# those built before it would look stale to the next make, and `make install` would
+# rebuild them without the first make's COPT).
+$(OBJS): $(filter-out src/scripts/lua.h,$(wildcard src/*.h src/*/*.h))
 
 src/scripts/lua.h: $(RL_LUA) $(srcdir)/src/scripts/embed
 	@$(MKDIR_P) $(dir $@)
