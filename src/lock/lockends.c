@@ -32,11 +32,18 @@ lt_drop_session_holds(RedlockHeldLock *lock, void *arg pg_attribute_unused())
 	redlock_holds_drop_session(&lock->holds);
 }
 
-/* Keeps a lock while it has holds and is acquired (or being acquired, outside aborts). */
+/* Keeps a lock while it is held and has holds. */
 static bool
 lt_keep_if_held(RedlockHeldLock *lock, void *arg pg_attribute_unused())
 {
-	return redlock_holds_total(&lock->holds) > 0 && lock->acquired;
+	return redlock_life_held(lock) && redlock_holds_total(&lock->holds) > 0;
+}
+
+/* Keeps every lock but those left over: not held (an attempt cut short, a lost lock). */
+static bool
+lt_keep_unless_left_over(RedlockHeldLock *lock, void *arg pg_attribute_unused())
+{
+	return redlock_life_held(lock);
 }
 
 /*
@@ -60,6 +67,23 @@ redlock_lock_release_session(RedlockReleaseReport report)
 }
 
 /*
+ * redlock_lock_finish_left_over
+ *		Finishes what earlier calls left unfinished: releases, in one round, every lock
+ *		being let go of (a release interrupted) and every attempt cut short that no
+ *		cleanup has undone yet, so that a new acquire starts from a table holding only
+ *		held locks.  Raises what an interrupted network wait raises (those locks stay
+ *		for the cleanup after the error).
+ */
+void
+redlock_lock_finish_left_over(void)
+{
+	RedlockHeldLock **held;
+	int			n = redlock_locktable_collect(&held, NULL, lt_keep_unless_left_over, NULL);
+
+	redlock_locktable_release(held, n, false, false, NULL);
+}
+
+/*
  * redlock_lock_list
  *		Copies every held lock into a palloc'd array (*locks_out).  Returns how many.
  */
@@ -79,7 +103,7 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 	{
 		RedlockLockInfo *info = &out[n];
 
-		if (!lock->acquired || lock->releasing)
+		if (!redlock_life_held(lock))
 			continue;
 		info->resource = pstrdup(lock->resource);
 		info->key = pstrdup(lock->key);
@@ -91,7 +115,7 @@ redlock_lock_list(RedlockLockInfo **locks_out)
 		info->ttl_ms = lock->ttl_ms;
 		info->nodes = lock->nodes;
 		info->acquired_at = lock->acquired_at;
-		info->validity_ms = redlock_locktable_validity_left(lock);
+		info->validity_ms = redlock_life_validity_left(lock);
 		info->valid_until = TimestampTzPlusMilliseconds(now, (int64) Max(info->validity_ms, 0));
 		info->auto_extended = lock->reg.index >= 0;
 		if (info->auto_extended && redlock_registry_view(&lock->reg, &lease))
@@ -129,7 +153,7 @@ redlock_lock_xact_pending(void)
 {
 	const char *reason;
 
-	return redlock_lock_xact_acquired() || redlock_locktable_releasing() > 0 ||
+	return redlock_lock_xact_acquired() || redlock_life_letting_go_count() > 0 ||
 		redlock_locktable_registered() > 0 ||
 		redlock_lease_carried_refusal(&reason) != NULL;
 }
@@ -155,8 +179,8 @@ redlock_lock_first_expired_xact(void)
 	redlock_locktable_scan(&scan);
 	while ((lock = hash_seq_search(&scan)) != NULL)
 	{
-		if (redlock_holds_count(&lock->holds, false) > 0 && !lock->releasing &&
-			redlock_locktable_validity_left(lock) <= redlock_commit_margin_ms)
+		if (redlock_holds_count(&lock->holds, false) > 0 && !redlock_life_letting_go(lock) &&
+			redlock_life_validity_left(lock) <= redlock_commit_margin_ms)
 		{
 			hash_seq_term(&scan);
 			return pstrdup(lock->resource);
@@ -187,10 +211,10 @@ redlock_lock_first_lost_in_xact(const char **reason)
 	redlock_locktable_scan(&scan);
 	while ((lock = hash_seq_search(&scan)) != NULL)
 	{
-		if (lock->watch == NULL || lock->releasing)
+		if (lock->watch == NULL || redlock_life_letting_go(lock))
 			continue;
 		*reason = redlock_lease_commit_refusal(lock->watch,
-											   lock->acquired && redlock_locktable_reconfigured(lock));
+											   redlock_life_held(lock) && redlock_life_reconfigured(lock));
 		if (*reason == NULL)
 			continue;
 		hash_seq_term(&scan);
@@ -217,7 +241,7 @@ redlock_lock_first_guarding(void)
 	redlock_locktable_scan(&scan);
 	while ((lock = hash_seq_search(&scan)) != NULL)
 	{
-		if (lock->watch == NULL || lock->releasing ||
+		if (lock->watch == NULL || redlock_life_letting_go(lock) ||
 			!redlock_lease_guards_commits(lock->watch))
 			continue;
 		hash_seq_term(&scan);
@@ -249,7 +273,7 @@ redlock_lock_xact_end(bool commit, RedlockReleaseReport report)
 
 	redlock_holds_lost_xact_end();
 	redlock_waiters_end();
-	if (!redlock_holds_any_pending() && redlock_locktable_releasing() == 0)
+	if (!redlock_holds_any_pending() && redlock_life_letting_go_count() == 0)
 		return;
 	n = redlock_locktable_collect(&held, lt_end_xact_holds, lt_keep_if_held, &commit);
 	redlock_locktable_release(held, n, true, true, report);
@@ -290,7 +314,7 @@ redlock_lock_subxact_end(bool commit, SubTransactionId subid, SubTransactionId p
 	if (!commit)
 		redlock_waiters_end();
 	redlock_holds_lost_subxact_end(commit, subid, parent);
-	if (!redlock_holds_any_pending() && redlock_locktable_releasing() == 0)
+	if (!redlock_holds_any_pending() && redlock_life_letting_go_count() == 0)
 		return;
 	n = redlock_locktable_collect(&held, lt_end_subxact_holds, lt_keep_if_held, &end);
 	redlock_locktable_release(held, n, true, true, report);

@@ -36,6 +36,7 @@ typedef struct RedlockLockInfo
 } RedlockLockInfo;
 
 extern int	redlock_lock_release_session(RedlockReleaseReport report);
+extern void redlock_lock_finish_left_over(void);
 extern int	redlock_lock_list(RedlockLockInfo **locks);
 extern bool redlock_lock_xact_pending(void);
 extern bool redlock_lock_xact_acquired(void);

@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "guc.h"
 #include "lock/leasewatch.h"
+#include "lock/lockends.h"
 #include "lock/lockops.h"
 #include "lock/locktable.h"
 #include "protocol/fence.h"
@@ -48,7 +49,7 @@ lockops_refresh(RedlockHeldLock *lock, int ttl_ms, RedlockResult *result)
 
 	if (lock->reg.index >= 0)
 	{
-		expired = redlock_locktable_validity_left(lock) <= 0;
+		expired = redlock_life_validity_left(lock) <= 0;
 		redlock_registry_extend(&lock->reg, ttl_ms, result);
 	}
 	else
@@ -69,7 +70,7 @@ lockops_refresh(RedlockHeldLock *lock, int ttl_ms, RedlockResult *result)
 bool
 redlock_lock_refresh_begin(RedlockHeldLock *lock, int ttl_ms)
 {
-	bool		expired = redlock_locktable_validity_left(lock) <= 0;
+	bool		expired = redlock_life_validity_left(lock) <= 0;
 
 	lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
 	return expired;
@@ -148,13 +149,13 @@ redlock_lock_acquire(const char *resource, int kind, RedlockScope scope, int ttl
 	lock = redlock_locktable_find(resource);
 
 	/* A release that was interrupted, or an attempt that was cut short: finish it. */
-	if (lock && (lock->releasing || !lock->acquired))
+	if (lock && !redlock_life_held(lock))
 	{
-		redlock_locktable_release(&lock, 1, false, false, NULL);
+		redlock_lock_finish_left_over();
 		lock = NULL;
 	}
 
-	if (lock && (lock->set != set || redlock_locktable_lost_by_worker(lock)))
+	if (lock && (lock->set != set || redlock_life_lost_by_worker(lock)))
 	{
 		redlock_locktable_lose(lock);
 		*was_lost = true;
@@ -277,7 +278,7 @@ redlock_lock_release(const char *resource, RedlockReleaseInfo *info)
 {
 	RedlockHeldLock *lock = redlock_locktable_find(resource);
 
-	if (lock == NULL || !lock->acquired || lock->releasing ||
+	if (!redlock_life_held(lock) ||
 		!redlock_holds_drop_latest_session(&lock->holds))
 		return REDLOCK_NOT_HELD;
 	if (redlock_holds_total(&lock->holds) > 0)
@@ -308,9 +309,9 @@ redlock_lock_extend(const char *resource, int ttl_ms, RedlockResult *result)
 	RedlockHeldLock *lock = redlock_locktable_find(resource);
 	RedlockHoldStatus status;
 
-	if (lock == NULL || !lock->acquired || lock->releasing)
+	if (!redlock_life_held(lock))
 		return REDLOCK_NOT_HELD;
-	if (redlock_locktable_reconfigured(lock))
+	if (redlock_life_reconfigured(lock))
 	{
 		redlock_locktable_lose(lock);
 		redlock_locktable_drop(lock);
@@ -350,16 +351,16 @@ redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause 
 
 	memset(result, 0, sizeof(*result));
 	*cause = REDLOCK_LOSS_NONE;
-	if (lock == NULL || !lock->acquired || lock->releasing)
+	if (!redlock_life_held(lock))
 		return REDLOCK_NOT_HELD;
-	if (redlock_locktable_reconfigured(lock))
+	if (redlock_life_reconfigured(lock))
 	{
 		redlock_locktable_lose(lock);
 		redlock_locktable_drop(lock);
 		*cause = REDLOCK_LOSS_RECONFIGURED;
 		return REDLOCK_LOST;
 	}
-	if (redlock_locktable_validity_left(lock) <= 0)
+	if (redlock_life_validity_left(lock) <= 0)
 	{
 		*cause = REDLOCK_LOSS_EXPIRED;
 		return REDLOCK_LOST;
@@ -371,7 +372,7 @@ redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause 
 	}
 
 	redlock_quorum_fence(lock->set, lock->key, lock->token,
-						 redlock_clock_ms() + redlock_locktable_validity_left(lock), fence, result);
+						 redlock_clock_ms() + redlock_life_validity_left(lock), fence, result);
 	if (result->status == REDLOCK_OK)
 	{
 		lock->fence = *fence;
@@ -379,7 +380,7 @@ redlock_lock_fencing_token(const char *resource, int64 *fence, RedlockLossCause 
 	}
 	if (result->status == REDLOCK_UNAVAILABLE)
 		return REDLOCK_FAILED;
-	if (redlock_locktable_validity_left(lock) <= 0)
+	if (redlock_life_validity_left(lock) <= 0)
 	{
 		*cause = REDLOCK_LOSS_EXPIRED;
 		return REDLOCK_LOST;

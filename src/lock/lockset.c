@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "guc.h"
+#include "lock/lockends.h"
 #include "lock/lockops.h"
 #include "lock/locktable.h"
 #include "protocol/holder.h"
@@ -66,17 +67,14 @@ redlock_lockset_acquire(const char *const *resources, int n, RedlockScope scope,
 	int64		set_id = ++last_set_id;
 
 	Assert(n >= 1 && n <= REDLOCK_MAX_SET);
+	/* A release that was interrupted, or an attempt cut short: finish it. */
 	for (int k = 0; k < n; k++)
-	{
-		RedlockHeldLock *lock = redlock_locktable_find(resources[k]);
-
-		/* A release that was interrupted, or an attempt cut short: finish it. */
-		if (lock)
+		if (redlock_locktable_find(resources[k]) != NULL)
 		{
-			Assert(lock->releasing || !lock->acquired);
-			redlock_locktable_release(&lock, 1, false, false, NULL);
+			Assert(!redlock_life_held(redlock_locktable_find(resources[k])));
+			redlock_lock_finish_left_over();
+			break;
 		}
-	}
 	for (int k = 0; k < n; k++)
 	{
 		locks[k] = redlock_locktable_create(resources[k], 0, set);
@@ -142,7 +140,7 @@ redlock_lockset_release(const char *const *resources, int n, bool *not_held,
 	{
 		RedlockHeldLock *lock = redlock_locktable_find(resources[k]);
 
-		not_held[k] = lock == NULL || !lock->acquired || lock->releasing ||
+		not_held[k] = !redlock_life_held(lock) ||
 			!redlock_holds_drop_latest_session(&lock->holds);
 		if (!not_held[k] && redlock_holds_total(&lock->holds) == 0)
 			batch[nbatch++] = lock;
@@ -200,7 +198,7 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 	for (int k = 0; k < n; k++)
 	{
 		locks[k] = redlock_locktable_find(resources[k]);
-		not_held[k] = locks[k] == NULL || !locks[k]->acquired || locks[k]->releasing;
+		not_held[k] = !redlock_life_held(locks[k]);
 		any_not_held |= not_held[k];
 	}
 	if (any_not_held)
@@ -212,7 +210,7 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 		RedlockHoldStatus one = REDLOCK_HELD;
 
 		/* Auto-extended, or taken under another configuration: as one lock. */
-		if (lock->reg.index >= 0 || redlock_locktable_reconfigured(lock))
+		if (lock->reg.index >= 0 || redlock_life_reconfigured(lock))
 			one = redlock_lock_extend(resources[k], ttl_ms, &results[k]);
 		else
 		{

@@ -20,8 +20,8 @@
  *
  * Every release of locks (release, release_all, commit, abort, exit) goes through
  * redlock_locktable_release(): all of them in one round per node set, with one
- * deadline.  A lock is marked "releasing" (no holds, not valid) before the round and
- * forgotten after it, so that one whose release was interrupted (a cancel during
+ * deadline.  A lock is let go of (life.c: RELEASING or UNDOING, no holds, not valid)
+ * before the round and forgotten after it, so that one whose release was interrupted (a cancel during
  * redlock_release_all) is still in the table and is released by the cleanup that
  * follows.
  *
@@ -45,7 +45,8 @@
  * acquires afresh); dropped (the entry leaves the table and the shared registry,
  * redlock_locktable_drop).
  *
- * No protocol here: quorum.c runs it.
+ * Where a lock stands (acquiring, held, lost, let go of) is life.c's: the verbs here
+ * move it there, and read it from there.  No protocol here: quorum.c runs it.
  *
  *-------------------------------------------------------------------------
  */
@@ -71,9 +72,6 @@
 
 static HTAB *locks = NULL;
 static MemoryContext LockTableContext = NULL;
-
-/* Locks marked releasing. */
-static int	releasing_total = 0;
 
 /* Locks in the shared registry (auto-extended). */
 static int	registered_total = 0;
@@ -104,60 +102,6 @@ redlock_locktable_find(const char *resource)
 {
 	lt_init();
 	return hash_search(locks, resource, HASH_FIND, NULL);
-}
-
-/*
- * redlock_locktable_reconfigured
- *		True when the configuration in force is no longer the one lock was taken under:
- *		its node set, or redlock.key_prefix (its key starts with the prefix it was
- *		taken under).  Raises only encoding conversion errors of the prefix.
- */
-bool
-redlock_locktable_reconfigured(const RedlockHeldLock *lock)
-{
-	const char *prefix = redlock_key_prefix ? redlock_key_prefix : "";
-	char	   *prefix_utf8;
-	bool		same_prefix;
-
-	if (lock->set != redlock_nodeset_current())
-		return true;
-	prefix_utf8 = pg_server_to_any(prefix, strlen(prefix), PG_UTF8);
-	same_prefix = strlen(prefix_utf8) == (size_t) lock->prefix_len &&
-		strncmp(lock->key, prefix_utf8, lock->prefix_len) == 0;
-	if (prefix_utf8 != prefix)
-		pfree(prefix_utf8);
-	return !same_prefix;
-}
-
-/*
- * redlock_locktable_lost_by_worker
- *		True when lock is auto-extended and the worker gave up on it.  Raises nothing.
- */
-bool
-redlock_locktable_lost_by_worker(const RedlockHeldLock *lock)
-{
-	RedlockLease lease;
-
-	return lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &lease) &&
-		lease.state == LEASE_LOST;
-}
-
-/*
- * redlock_locktable_validity_left
- *		Validity time left (ms), <= 0 once run out, lost to a configuration change, or
- *		given up on by the worker (spec §3 step 4: what the acquire's validity leaves
- *		now).  An auto-extended lock's validity is the registry's.
- */
-double
-redlock_locktable_validity_left(const RedlockHeldLock *lock)
-{
-	RedlockLease lease;
-
-	if (!lock->acquired || redlock_locktable_reconfigured(lock))
-		return 0;
-	if (lock->reg.index >= 0 && redlock_registry_view(&lock->reg, &lease))
-		return lease.state == LEASE_LOST ? 0 : lease.valid_until_ms - redlock_clock_ms();
-	return lock->valid_until_ms - redlock_clock_ms();
 }
 
 /*
@@ -214,7 +158,7 @@ lt_unregister(RedlockHeldLock *lock)
 {
 	if (lock->reg.index < 0)
 		return;
-	redlock_lease_unwatch(lock->watch, lock->acquired && redlock_locktable_reconfigured(lock));
+	redlock_lease_unwatch(lock->watch, redlock_life_won(lock) && redlock_life_reconfigured(lock));
 	lock->watch = NULL;
 	redlock_registry_remove(&lock->reg);
 	registered_total--;
@@ -317,7 +261,7 @@ redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot)
 void
 redlock_locktable_acquired(RedlockHeldLock *lock, int ttl_ms, const RedlockResult *result)
 {
-	lock->acquired = true;
+	redlock_life_move(lock, REDLOCK_LIFE_WON);
 	lock->ttl_ms = ttl_ms;
 	lock->nodes = result->accepted;
 	lock->valid_until_ms = result->valid_until_ms;
@@ -339,7 +283,7 @@ redlock_locktable_kind(const char *resource)
 {
 	RedlockHeldLock *lock = redlock_locktable_find(resource);
 
-	if (lock == NULL || lock->releasing || !lock->acquired)
+	if (!redlock_life_held(lock))
 		return REDLOCK_KIND_NONE;
 	return lock->shared ? REDLOCK_KIND_SHARED : lock->permits;
 }
@@ -354,6 +298,7 @@ void
 redlock_locktable_rebase(RedlockHeldLock *lock, RedlockNodeSet *set)
 {
 	lt_set_key(lock);
+	redlock_life_move(lock, REDLOCK_LIFE_RETRY);
 	redlock_nodeset_unpin(lock->set);
 	lock->set = set;
 	redlock_nodeset_pin(set);
@@ -381,8 +326,7 @@ redlock_locktable_drop(RedlockHeldLock *lock)
 {
 	lt_unregister(lock);
 	redlock_holds_free(&lock->holds);
-	if (lock->releasing)
-		releasing_total--;
+	redlock_life_move(lock, REDLOCK_LIFE_DROP);
 	if (lock->key)
 		pfree(lock->key);
 	if (lock->semaphore_key)
@@ -400,7 +344,7 @@ static int
 lt_release_keys(RedlockHeldLock *lock, RedlockKeyToken *batch)
 {
 	char	  **slots;
-	int			n = (lock->permits > 0 && !lock->acquired) ? lock->permits : 1;
+	int			n = (lock->permits > 0 && !redlock_life_won(lock)) ? lock->permits : 1;
 
 	if (batch == NULL)
 		return n;
@@ -464,25 +408,21 @@ redlock_locktable_release(RedlockHeldLock **held, int n, bool cleanup, bool wait
 		RedlockLease lease;
 
 		infos[k].resource = pstrdup(lock->resource);
-		infos[k].acquired = lock->acquired;
-		infos[k].reconfigured = lock->acquired && redlock_locktable_reconfigured(lock);
-		if (lock->acquired && lock->reg.index >= 0 &&
+		infos[k].acquired = redlock_life_won(lock);
+		infos[k].reconfigured = infos[k].acquired && redlock_life_reconfigured(lock);
+		if (infos[k].acquired && lock->reg.index >= 0 &&
 			redlock_registry_view(&lock->reg, &lease) && lease.state == LEASE_LOST)
 		{
 			infos[k].lost_reason = pstrdup(lease.lost_reason);
 			infos[k].loss_reported = redlock_lease_was_told(lock->watch);
 		}
-		infos[k].expired = lock->acquired && !infos[k].reconfigured &&
-			!infos[k].lost_reason && redlock_locktable_validity_left(lock) <= 0;
+		infos[k].expired = infos[k].acquired && !infos[k].reconfigured &&
+			!infos[k].lost_reason && redlock_life_validity_left(lock) <= 0;
 		lt_unregister(lock);
 		if (infos[k].expired)
 			redlock_stats_count(REDLOCK_STAT_RELEASED_EXPIRED);
 		redlock_holds_clear(&lock->holds);
-		if (!lock->releasing)
-		{
-			lock->releasing = true;
-			releasing_total++;
-		}
+		redlock_life_move(lock, REDLOCK_LIFE_LET_GO);
 	}
 
 	/* One round per node set; almost always there is one. */
@@ -546,7 +486,7 @@ redlock_locktable_lose(RedlockHeldLock *lock)
 
 	lt_unregister(lock);
 	redlock_holds_mark_lost(&lock->holds, lock->resource, LockTableContext);
-	lock->acquired = false;
+	redlock_life_move(lock, REDLOCK_LIFE_FOUND_LOST);
 	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
 }
 
@@ -571,9 +511,9 @@ redlock_locktable_collect(RedlockHeldLock ***held, void (*prepare) (RedlockHeldL
 	hash_seq_init(&scan, locks);
 	while ((lock = hash_seq_search(&scan)) != NULL)
 	{
-		if (prepare && !lock->releasing)
+		if (prepare && !redlock_life_letting_go(lock))
 			prepare(lock, arg);
-		if (lock->releasing || !keep(lock, arg))
+		if (redlock_life_letting_go(lock) || !keep(lock, arg))
 			(*held)[n++] = lock;
 	}
 	return n;
@@ -593,17 +533,10 @@ redlock_locktable_scan(HASH_SEQ_STATUS *scan)
 }
 
 /*
- * redlock_locktable_releasing, redlock_locktable_registered
- *		How many locks of this backend are marked releasing (their release under way or
- *		interrupted), and how many are in the shared registry (auto-extended).  Raise
- *		nothing.
+ * redlock_locktable_registered
+ *		How many locks of this backend are in the shared registry (auto-extended).
+ *		Raises nothing.
  */
-int
-redlock_locktable_releasing(void)
-{
-	return releasing_total;
-}
-
 int
 redlock_locktable_registered(void)
 {

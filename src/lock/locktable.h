@@ -14,14 +14,15 @@
 
 #include "lock/holds.h"
 #include "lock/leasewatch.h"
+#include "lock/life.h"
 #include "redlock.h"
 #include "shared/registry.h"
 #include "wire/nodeset.h"
 
 /*
- * One lock.  key, token and set are always valid (set pinned).  Until "acquired" is
- * set, an acquire attempt is in flight or was cut short, and only the fields up to it
- * and the holds mean anything.
+ * One lock.  key, token and set are always valid (set pinned).  Until its life is
+ * HELD (life.c), an acquire attempt is in flight or was cut short, and only the
+ * fields up to "life" and the holds mean anything.
  */
 typedef struct RedlockHeldLock
 {
@@ -37,8 +38,7 @@ typedef struct RedlockHeldLock
 	bool		shared;			/* a shared hold (doc/shared.md), else exclusive */
 	char		token[REDLOCK_TOKEN_LEN + 1];	/* of the latest acquire attempt */
 	RedlockNodeSet *set;		/* the masters it was taken on */
-	bool		releasing;		/* no holds left; its release is under way */
-	bool		acquired;
+	RedlockLife life;			/* where it stands (life.c; changed only there) */
 	int			ttl_ms;			/* TTL last set on the masters */
 	int			nodes;			/* masters that accepted it last */
 	TimestampTz acquired_at;
@@ -70,9 +70,6 @@ extern void redlock_locktable_rebase(RedlockHeldLock *lock, RedlockNodeSet *set)
 extern void redlock_locktable_add_hold(RedlockHeldLock *lock, RedlockScope scope);
 extern void redlock_locktable_register(RedlockHeldLock *lock);
 extern char *redlock_locktable_make_key(const char *resource, int *prefix_len);
-extern bool redlock_locktable_reconfigured(const RedlockHeldLock *lock);
-extern bool redlock_locktable_lost_by_worker(const RedlockHeldLock *lock);
-extern double redlock_locktable_validity_left(const RedlockHeldLock *lock);
 extern RedlockReleaseInfo *redlock_locktable_release(RedlockHeldLock **held, int n,
 													 bool cleanup, bool wait_all,
 													 RedlockReleaseReport report);
@@ -84,7 +81,6 @@ extern int	redlock_locktable_collect(RedlockHeldLock ***held,
 									  void *arg);
 extern void redlock_locktable_scan(HASH_SEQ_STATUS *scan);
 extern long redlock_locktable_size(void);
-extern int	redlock_locktable_releasing(void);
 extern int	redlock_locktable_registered(void);
 
 #endif							/* REDLOCK_LOCKTABLE_H */
