@@ -465,7 +465,7 @@ call_node_connected(CallState *cs, int i)
 }
 
 /*
- * Takes node i's connect further on the event it waited for (redlock_node_advance):
+ * Takes node i's connect further on the event it waited for (redlock_node_connect_step):
  * the TCP connect, then, with TLS, the handshake; a failure (a refused certificate,
  * say) fails the node with the reason.
  */
@@ -476,7 +476,7 @@ call_node_finish_connect(CallState *cs, int i)
 	bool		tls_started = node->conn.tls != NULL;
 	char		why[REDLOCK_NODE_ERROR_LEN];
 
-	switch (redlock_node_advance(cs->set, node, why, sizeof(why)))
+	switch (redlock_node_connect_step(cs->set, node, &node->conn, why, sizeof(why)))
 	{
 		case REDLOCK_CONN_READY:
 			call_node_connected(cs, i);

@@ -4,8 +4,14 @@
  *	  A configured master of a node set: its connection (conn.c), opened with the
  *	  handshake of the set's configuration, and what that connection owes (owed.c).
  *
+ * THE FUNNEL: every connection to a master, a call's (node->conn, for backends'
+ * calls and the worker's renewals) and a subscription's (nodeconn.c, the worker's),
+ * is opened by redlock_node_connect and taken to ready by redlock_node_connect_step:
+ * one socket code (conn.c), the node set's TLS settings (tls.c), one handshake.
+ *
  * Connections open lazily and are reused.  A new connection starts with its handshake:
- * AUTH and SELECT as configured, and SCRIPT LOAD of every registered script.  Commands
+ * AUTH and SELECT as configured, and, for a call's connection, SCRIPT LOAD of every
+ * registered script.  Commands
  * are appended with the reply they will owe logged first.  When a connection closes,
  * the releases it may not have delivered are kept for the next one; everything else it
  * owed is forgotten.
@@ -199,39 +205,87 @@ node_append_handshake(RedlockNodeSet *set, RedlockNode *node, int argc, const ch
 }
 
 /*
- * redlock_node_open
- *		Opens node's connection (node of set, closed) without blocking and queues its
- *		handshake: AUTH and SELECT as set's configuration says, and SCRIPT LOAD of every
- *		registered script.  Returns false with why (whylen bytes) when that fails at
- *		once.  Raises only out-of-memory errors (53200).
+ * redlock_node_connect
+ *		The one way to open a connection to a master (the funnel above): opens conn to
+ *		node (a master of set) without blocking, with set's TLS settings applied as
+ *		redlock_node_connect_step takes it further, and queues its handshake: AUTH
+ *		and SELECT as set's configuration says, then, when load_scripts, SCRIPT LOAD of
+ *		every registered script.  Each handshake command goes to queue(arg, argc,
+ *		argv), which appends it (logging the reply it will owe, if its owner reads
+ *		replies that way); queue returns false when out of memory.  long_lived: TCP
+ *		keep-alives on (a mostly idle connection; not on a unix socket).
+ *
+ * Returns false with why (whylen bytes) when the open failed at once, or "out of
+ * memory" when queueing failed (conn is then open: the caller closes it).  Raises only
+ * out-of-memory errors (53200).
  */
 bool
-redlock_node_open(RedlockNodeSet *set, RedlockNode *node, char *why, size_t whylen)
+redlock_node_connect(RedlockNodeSet *set, RedlockNode *node, RedlockConn *conn,
+					 bool load_scripts, bool long_lived, RedlockNodeQueue queue, void *arg,
+					 char *why, size_t whylen)
 {
 	RedlockConnHandshake handshake;
 
-	if (!redlock_conn_open(&node->conn, &node->addr, why, whylen))
+	if (!redlock_conn_open(conn, &node->addr, why, whylen))
 		return false;
-	node->handshake_owed = 0;
-	set->sockets_version++;
-
+	if (long_lived && node->addr.port != 0)
+		redlock_conn_keepalive(conn);
 	redlock_conn_handshake(&handshake, set->username, set->password, set->database);
 	for (int k = 0; k < handshake.count; k++)
-		if (!node_append_handshake(set, node, handshake.argc[k], handshake.argv[k]))
+		if (!queue(arg, handshake.argc[k], handshake.argv[k]))
 			goto oom;
-	for (int k = 0; k < script_count; k++)
+	for (int k = 0; load_scripts && k < script_count; k++)
 	{
 		const char *load[3] = {"SCRIPT", "LOAD", scripts[k]->body};
 
-		if (!node_append_handshake(set, node, 3, load))
+		if (!queue(arg, 3, load))
 			goto oom;
 	}
 	return true;
 
 oom:
-	redlock_node_close(set, node);
 	snprintf(why, whylen, "out of memory");
 	return false;
+}
+
+/* What node_queue_handshake needs: a call connection's set and node. */
+typedef struct NodeHandshake
+{
+	RedlockNodeSet *set;
+	RedlockNode *node;
+} NodeHandshake;
+
+/* Queues one handshake command on a call connection (RedlockNodeQueue). */
+static bool
+node_queue_handshake(void *arg, int argc, const char **argv)
+{
+	NodeHandshake *h = arg;
+
+	return node_append_handshake(h->set, h->node, argc, argv);
+}
+
+/*
+ * redlock_node_open
+ *		Opens node's call connection (node of set, closed) through the funnel
+ *		(redlock_node_connect), with SCRIPT LOAD of every registered script in its
+ *		handshake, each reply owed logged.  Returns false with why (whylen bytes) when
+ *		that fails at once.  Raises only out-of-memory errors (53200).
+ */
+bool
+redlock_node_open(RedlockNodeSet *set, RedlockNode *node, char *why, size_t whylen)
+{
+	NodeHandshake h = {set, node};
+
+	node->handshake_owed = 0;
+	if (!redlock_node_connect(set, node, &node->conn, true, false, node_queue_handshake, &h,
+							  why, whylen))
+	{
+		if (node->conn.ctx)
+			redlock_node_close(set, node);
+		return false;
+	}
+	set->sockets_version++;
+	return true;
 }
 
 /*
@@ -246,14 +300,16 @@ redlock_node_uses_tls(const RedlockNodeSet *set, const RedlockNode *node)
 }
 
 /*
- * redlock_node_advance
- *		Takes node's connect (node of set, connecting) one step further on the socket
- *		event it waited for, with set's TLS settings (redlock_conn_advance).  Returns
- *		how far it got; REDLOCK_CONN_FAILED with why (whylen bytes).  Raises nothing.
+ * redlock_node_connect_step
+ *		Takes conn's connect (a connection to node, a master of set, opened by
+ *		redlock_node_connect and still connecting) one step further on the socket event
+ *		it waited for, with set's TLS settings (redlock_conn_advance): the funnel's
+ *		second half.  Returns how far it got; REDLOCK_CONN_FAILED with why (whylen
+ *		bytes).  Raises nothing.
  */
 RedlockConnStep
-redlock_node_advance(RedlockNodeSet *set, RedlockNode *node, char *why, size_t whylen)
+redlock_node_connect_step(RedlockNodeSet *set, RedlockNode *node, RedlockConn *conn,
+						  char *why, size_t whylen)
 {
-	return redlock_conn_advance(&node->conn, &set->tls, &set->tls_context, &node->addr,
-								why, whylen);
+	return redlock_conn_advance(conn, &set->tls, &set->tls_context, &node->addr, why, whylen);
 }

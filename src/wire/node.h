@@ -59,6 +59,14 @@ struct RedlockNodeSet
 	RedlockNodeSet *next;		/* in the list of every set */
 };
 
+/* Queues one handshake command (redlock_node_connect); false when out of memory. */
+typedef bool (*RedlockNodeQueue) (void *arg, int argc, const char **argv);
+
+extern bool redlock_node_connect(RedlockNodeSet *set, RedlockNode *node, RedlockConn *conn,
+								 bool load_scripts, bool long_lived, RedlockNodeQueue queue,
+								 void *arg, char *why, size_t whylen);
+extern RedlockConnStep redlock_node_connect_step(RedlockNodeSet *set, RedlockNode *node,
+												 RedlockConn *conn, char *why, size_t whylen);
 extern bool redlock_node_open(RedlockNodeSet *set, RedlockNode *node, char *why,
 							  size_t whylen);
 extern void redlock_node_close(RedlockNodeSet *set, RedlockNode *node);
@@ -68,8 +76,6 @@ extern bool redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node,
 										const size_t *argvlen);
 extern void redlock_node_note_error(RedlockNode *node, const char *error);
 extern bool redlock_node_uses_tls(const RedlockNodeSet *set, const RedlockNode *node);
-extern RedlockConnStep redlock_node_advance(RedlockNodeSet *set, RedlockNode *node,
-											char *why, size_t whylen);
 extern void redlock_scripts_hash(void);
 
 extern void redlock_script_register(RedlockScript *script);	/* node.c */

@@ -2,8 +2,9 @@
  *
  * nodeconn.c
  *	  A master's connection apart from any call (the worker's subscriptions to release
- *	  announcements): opened by the same code as every other (conn.c), with its node
- *	  set's TLS settings, AUTH and SELECT, and driven by its owner's own wait.
+ *	  announcements): opened and taken to ready through the funnel every connection
+ *	  goes through (node.c: redlock_node_connect, redlock_node_connect_step), and
+ *	  driven by its owner's own wait.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,6 +35,13 @@ nodeconn_failed(RedlockNodeConn *conn, const char *why)
 	redlock_conn_close(&conn->conn);
 }
 
+/* Queues one handshake command on a subscription's connection (RedlockNodeQueue). */
+static bool
+nodeconn_queue(void *arg, int argc, const char **argv)
+{
+	return redlock_nodeconn_append((RedlockNodeConn *) arg, argc, argv);
+}
+
 /*
  * redlock_nodeconn_open
  *		Opens a connection of its own to master node (0 <= node < set's size) without
@@ -52,29 +60,19 @@ RedlockNodeConn *
 redlock_nodeconn_open(RedlockNodeSet *set, int node, char *why, size_t whylen)
 {
 	RedlockNodeConn *conn;
-	RedlockConnHandshake handshake;
 
 	Assert(node >= 0 && node < set->count);
 	conn = MemoryContextAllocZero(TopMemoryContext, sizeof(RedlockNodeConn));
 	conn->set = set;
 	conn->node = node;
 	redlock_nodeset_pin(set);
-	if (!redlock_conn_open(&conn->conn, &set->nodes[node].addr, why, whylen))
+	if (!redlock_node_connect(set, &set->nodes[node], &conn->conn, false, true,
+							  nodeconn_queue, conn, why, whylen))
 	{
 		redlock_node_note_error(&set->nodes[node], why);
 		redlock_nodeconn_close(conn);
 		return NULL;
 	}
-	if (set->nodes[node].addr.port != 0)
-		redlock_conn_keepalive(&conn->conn);	/* long-lived, mostly idle */
-	redlock_conn_handshake(&handshake, set->username, set->password, set->database);
-	for (int k = 0; k < handshake.count; k++)
-		if (!redlock_nodeconn_append(conn, handshake.argc[k], handshake.argv[k]))
-		{
-			snprintf(why, whylen, "out of memory");
-			redlock_nodeconn_close(conn);
-			return NULL;
-		}
 	return conn;
 }
 
@@ -153,8 +151,8 @@ redlock_nodeconn_service(RedlockNodeConn *conn, uint32 events, char *why, size_t
 
 	if (c->connecting)
 	{
-		switch (redlock_conn_advance(c, &conn->set->tls, &conn->set->tls_context,
-									 &conn->set->nodes[conn->node].addr, why, whylen))
+		switch (redlock_node_connect_step(conn->set, &conn->set->nodes[conn->node], c,
+										  why, whylen))
 		{
 			case REDLOCK_CONN_WAIT:
 				return true;

@@ -1,5 +1,6 @@
 # Security: Redis masters that require a password (requirepass) and an ACL user; a wrong
-# or missing password is a prompt 08006 ERROR naming every master with Redis' own words,
+# or missing password is a prompt 08006 ERROR naming every master with Redis' own words
+# (the worker's subscriptions authenticate too),
 # and neither the real nor the wrong password shows in errors or the server log; with the
 # library preloaded, plain users cannot set where or how backends connect, nor read the
 # password; EXECUTE is revoked from PUBLIC; awkward resource names (quotes, spaces,
@@ -60,6 +61,23 @@ is($out, 't', 'release with the password');
 ok(wait_until(2, sub { join(',', $redis->redis_all('EXISTS', 'auth-job')) eq '0,0,0,0,0' }),
 	'... the key is gone from every master within 2 s')
   or diag('EXISTS: ' . join(',', $redis->redis_all('EXISTS', 'auth-job')));
+
+# The worker's subscriptions (wake-on-release) connect through the same funnel, with the
+# same AUTH: a waiter here gets one subscriber of its release channel on every master.
+$redis->redis_all('SET', 'auth-wait', 'held-elsewhere', 'PX', 60000);
+my $waiter = session($node);
+sql($waiter, 'SET redlock.retry_delay = 5000; SET redlock.retry_jitter = 0');
+$waiter->start("SELECT redlock_acquire('auth-wait', 30000, 20000)");
+ok(wait_until(10, sub {
+	!grep { (split /\s+/)[1] ne '1' }
+	  $redis->redis_all('PUBSUB', 'NUMSUB', 'redlock:released:auth-wait') }),
+	"a waiter's release channel is subscribed to on every password-protected master")
+  or diag('NUMSUB: ' . join(',', $redis->redis_all('PUBSUB', 'NUMSUB', 'redlock:released:auth-wait')));
+$redis->redis_all('DEL', 'auth-wait');
+($out) = $waiter->finish;
+is($out, 't', '... and it acquires once the holder elsewhere is gone');
+sql($waiter, "SELECT redlock_release('auth-wait')");
+$waiter->quit;
 
 # Checks that ERR is a prompt 08006 whose detail names the failed masters with Redis'
 # words matching WORDS: at least 3 of the 5 (the extension stops waiting once a quorum
