@@ -30,7 +30,6 @@
 #include "redlock.h"
 #include "scripts/scripts.h"
 #include "shared/stats.h"
-#include "shared/waiters.h"
 #include "tally.h"
 #include "validity.h"
 #include "wire/call.h"
@@ -270,7 +269,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	char	  **record_keys = NULL;
 	StringInfoData record_value;
 	char		ttl_text[16];
-	double		deadline_ms;
+	RedlockRetry retry;
 	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
 	int			count;
 	int			nsent;
@@ -286,7 +285,6 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	Assert(nkeys >= 1 && nkeys <= REDLOCK_MAX_PERMITS);
 	redlock_round_result_init(set, result);
 	count = result->node_count;
-	deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
 	layout.look = (wait_ms != 0) ? 3 : 1;
 	layout.record = holder != NULL;
 	layout.per_slot = layout.look + (holder ? 1 : 0);
@@ -321,27 +319,18 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		beyond->accept = quorum_accept_positive;
 	}
 
-	/* Queue behind this cluster's waiters: the oldest is woken first (waiters.c). */
-	if (waiter && behind && wait_ms != 0)
-	{
-		RedlockWakeCount now_seen;
-
-		redlock_waiters_read(waiter, &now_seen);
-		redlock_retry_sleep(0, deadline_ms, -1, waiter, &now_seen);
-	}
+	/* Queued behind this cluster's waiters: the oldest is woken first (waiters.c). */
+	redlock_retry_begin(&retry, wait_ms, waiter, behind);
 
 	for (;;)
 	{
 		double		start_ms;
 		double		now;
-		RedlockWakeCount seen = {0, 0};
 		double		free_in = -1;
 		int			kept = -1;
 		int			nundo = 0;
 		bool		shared_seen;
 
-		if (waiter)
-			redlock_waiters_read(waiter, &seen);
 		redlock_new_token(token);
 		if (holder)
 		{
@@ -365,11 +354,8 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 			commands[nsent].argv[2] = token;
 			commands[nsent].argvlen[2] = strlen(token);
 		}
+		redlock_retry_attempt(&retry, result);
 		start_ms = redlock_clock_ms();
-		result->attempts++;
-		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
-		if (waiter)
-			redlock_waiters_count_attempt(waiter);
 		redlock_nodes_run(set, commands, nrun, false, outcomes);
 		now = redlock_clock_ms();
 		result->elapsed_ms = now - start_ms;
@@ -464,10 +450,8 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		 * quorum answered is retried like a busy one (the undo above went out), and
 		 * the last attempt's outcome is the answer when the wait runs out.
 		 */
-		if (result->beyond_slot > 0 ||
-			(deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms))
+		if (result->beyond_slot > 0 || !redlock_retry_next(&retry, result->elapsed_ms, free_in))
 			break;
-		redlock_retry_sleep(result->elapsed_ms, deadline_ms, free_in, waiter, &seen);
 	}
 
 	/* The intent goes with the wait, held or not: it names the last attempt's token. */

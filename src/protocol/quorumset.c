@@ -31,8 +31,6 @@
 #include "protocol/round.h"
 #include "redlock.h"
 #include "scripts/scripts.h"
-#include "shared/stats.h"
-#include "shared/waiters.h"
 #include "tally.h"
 #include "validity.h"
 #include "wire/call.h"
@@ -163,7 +161,7 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 	StringInfoData joined;
 	StringInfoData record;
 	char		ttl_text[16];
-	double		deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
+	RedlockRetry retry;
 	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
 	int			count;
 
@@ -191,24 +189,15 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 	for (int k = 0; look && k < nkeys; k++)
 		redlock_round_look_commands(&commands[1 + 2 * k], keys[k], result->quorum);
 
-	if (waiter && behind && look)
-	{
-		RedlockWakeCount now_seen;
-
-		redlock_waiters_read(waiter, &now_seen);
-		redlock_retry_sleep(0, deadline_ms, -1, waiter, &now_seen);
-	}
+	redlock_retry_begin(&retry, wait_ms, waiter, behind);
 
 	for (;;)
 	{
-		RedlockWakeCount seen = {0, 0};
 		double		start_ms;
 		double		free_in = 0;
 		int			nundo = 0;
 		bool		won;
 
-		if (waiter)
-			redlock_waiters_read(waiter, &seen);
 		redlock_new_token(tokens[0]);
 		for (int k = 1; k < nkeys; k++)
 			memcpy(tokens[k], tokens[0], REDLOCK_TOKEN_LEN + 1);
@@ -220,11 +209,8 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 		commands[0].argv[4] = record.data;
 		commands[0].argvlen[4] = record.len;
 
+		redlock_retry_attempt(&retry, result);
 		start_ms = redlock_clock_ms();
-		result->attempts++;
-		redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
-		if (waiter)
-			redlock_waiters_count_attempt(waiter);
 		redlock_nodes_run(set, commands, ncommands, false, outcomes);
 		result->elapsed_ms = redlock_clock_ms() - start_ms;
 
@@ -273,10 +259,8 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 		redlock_round_count_attempt(result, won, start_ms, ttl_ms, drift_ms);
 		if (won)
 			break;
-		if (deadline_ms >= 0 && redlock_clock_ms() >= deadline_ms)
+		if (!redlock_retry_next(&retry, result->elapsed_ms, look ? free_in : -1))
 			break;
-		redlock_retry_sleep(result->elapsed_ms, deadline_ms, look ? free_in : -1, waiter,
-							&seen);
 	}
 	pfree(record.data);
 	pfree(joined.data);

@@ -4,7 +4,9 @@
  *	  The wait policy between acquire attempts (spec §4): a random retry delay, and what
  *	  ends it early (the keys that refused us expiring, a release announced to this
  *	  waiter), and whether a refused lock is held by one other client.  One attempt of
- *	  the protocol is quorum.c's; this is how long it waits before the next.
+ *	  the protocol is quorum.c's (or quorumset.c's); the loop around the attempts, its
+ *	  deadline, the waiter it reads and how long it waits before the next attempt,
+ *	  are written once, here.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,6 +24,7 @@
 #include "guc.h"
 #include "protocol/retry.h"
 #include "redlock.h"
+#include "shared/stats.h"
 #include "tally.h"
 
 /*
@@ -54,8 +57,7 @@ redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
 }
 
 /*
- * redlock_retry_sleep
- *		Sleeps a random retry delay (spec §4): redlock.retry_delay plus up to
+ * Sleeps a random retry delay (spec §4): redlock.retry_delay plus up to
  *		redlock.retry_jitter ms, but at least as long as the attempt took (attempt_ms)
  *		and at least 1 ms, so that a delay of 0 cannot turn into a hot loop against the
  *		masters; and not past deadline_ms (a redlock_clock_ms() time; < 0 for none).
@@ -73,9 +75,9 @@ redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
  * the release later, through their subscriptions.  Interruptible (that short jitter
  * aside): raises 57014 on query cancel or statement_timeout.
  */
-void
-redlock_retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
-					RedlockWaiter *waiter, const RedlockWakeCount *seen)
+static void
+retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
+			RedlockWaiter *waiter, const RedlockWakeCount *seen)
 {
 	double		now = redlock_clock_ms();
 	double		delay = redlock_retry_delay_ms;
@@ -124,6 +126,61 @@ redlock_retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
 	}
 }
 
+/*
+ * redlock_retry_begin
+ *		Starts an acquire's attempts: wait_ms is how long it may wait (0: one attempt;
+ *		< 0: no limit), waiter its slot on the waiter board (may be NULL).  behind:
+ *		other sessions of this cluster were waiting already, so this one first waits
+ *		for a wake-up (or a retry delay), queued behind them (waiters.c).  Raises 57014
+ *		on query cancel or statement_timeout.
+ */
+void
+redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter, bool behind)
+{
+	retry->waiter = waiter;
+	retry->deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
+	retry->seen.announced = retry->seen.direct = 0;
+	if (waiter && behind && wait_ms != 0)
+	{
+		redlock_waiters_read(waiter, &retry->seen);
+		retry_sleep(0, retry->deadline_ms, -1, waiter, &retry->seen);
+	}
+}
+
+/*
+ * redlock_retry_attempt
+ *		Counts an attempt about to go out (in result->attempts, the stats and the
+ *		waiter's slot), and reads the waiter's wake-ups first, so that a release
+ *		announced from now on ends the wait that may follow.  Raises nothing.
+ */
+void
+redlock_retry_attempt(RedlockRetry *retry, RedlockResult *result)
+{
+	if (retry->waiter)
+	{
+		redlock_waiters_read(retry->waiter, &retry->seen);
+		redlock_waiters_count_attempt(retry->waiter);
+	}
+	result->attempts++;
+	redlock_stats_count(REDLOCK_STAT_ATTEMPTS);
+}
+
+/*
+ * redlock_retry_next
+ *		After a refused attempt that took attempt_ms: false when the acquire's wait
+ *		has run out; else sleeps the retry delay (spec §4, ended early as
+ *		retry_sleep says; free_in_ms: when the keys that refused us expire on a
+ *		quorum, < 0 unknown) and returns true.  Raises 57014 on query cancel or
+ *		statement_timeout.
+ */
+bool
+redlock_retry_next(RedlockRetry *retry, double attempt_ms, double free_in_ms)
+{
+	if (retry->deadline_ms >= 0 && redlock_clock_ms() >= retry->deadline_ms)
+		return false;
+	retry_sleep(attempt_ms, retry->deadline_ms, free_in_ms, retry->waiter, &retry->seen);
+	return true;
+}
 
 /* qsort comparator for doubles, ascending. */
 static int

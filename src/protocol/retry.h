@@ -11,8 +11,22 @@
 #include "redlock.h"
 #include "shared/waiters.h"
 
-extern void redlock_retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
-								RedlockWaiter *waiter, const RedlockWakeCount *seen);
+/*
+ * One acquire's attempts and the waits between them (retry.c): every acquire loop
+ * (quorum.c, quorumset.c) runs redlock_retry_begin, then per attempt
+ * redlock_retry_attempt before it goes out and redlock_retry_next after a refusal.
+ */
+typedef struct RedlockRetry
+{
+	RedlockWaiter *waiter;		/* our slot on the waiter board, or NULL */
+	double		deadline_ms;	/* redlock_clock_ms() time; < 0: none */
+	RedlockWakeCount seen;		/* the waiter's wake-ups before the latest attempt */
+} RedlockRetry;
+
+extern void redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter,
+								bool behind);
+extern void redlock_retry_attempt(RedlockRetry *retry, RedlockResult *result);
+extern bool redlock_retry_next(RedlockRetry *retry, double attempt_ms, double free_in_ms);
 extern bool redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
 									   const RedlockNodeOutcome *get_outcomes, int count,
 									   int quorum);
