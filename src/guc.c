@@ -588,7 +588,7 @@ RedlockGucInit(void)
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("redlock.max_auto_extended_locks",
 								"Auto-extended locks the cluster can hold at once.",
-								"Each takes about 2.4 kB of shared memory.",
+								"Each takes about 2.6 kB of shared memory.",
 								&redlock_max_auto_extended_locks,
 								1000, 1, 100000,
 								PGC_POSTMASTER,

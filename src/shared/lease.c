@@ -38,6 +38,8 @@
  */
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
+
 #include "utils/timestamp.h"
 
 #include "clock.h"
@@ -121,6 +123,36 @@ redlock_lease_cut(RedlockLease *lease, int ttl_ms)
 }
 
 /*
+ * The masters that did not answer a renewal, by name, from result's "name: error"
+ * lines: "; no answer from 10.0.0.1:6379, 10.0.0.2:6379" (palloc'd), or "" when it
+ * names none.  Raises only out-of-memory errors.
+ */
+static char *
+lease_silent_masters(const RedlockResult *result)
+{
+	StringInfoData buf;
+	const char *line = result->node_errors;
+
+	if (line == NULL || *line == '\0')
+		return "";
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "; no answer from ");
+	while (line && *line)
+	{
+		const char *colon = strstr(line, ": ");
+		const char *end = strchr(line, '\n');
+
+		if (colon == NULL || (end && colon > end))
+			colon = end ? end : line + strlen(line);
+		appendBinaryStringInfo(&buf, line, (int) (colon - line));
+		line = end ? end + 1 : NULL;
+		if (line && *line)
+			appendStringInfoString(&buf, ", ");
+	}
+	return buf.data;
+}
+
+/*
  * redlock_lease_decide
  *		What the worker's renewal of a lease with a TTL of ttl_ms, valid until
  *		valid_until_ms when it went out, means given result at now_ms (ms): renewed (a
@@ -160,9 +192,9 @@ redlock_lease_decide(int ttl_ms, double valid_until_ms, const RedlockResult *res
 				snprintf(outcome->lost_reason, sizeof(outcome->lost_reason),
 						 "fewer than a quorum of Redis masters renewed it "
 						 "(%d of %d answered, %d renewed, %d needed) and less than a third "
-						 "of its TTL of validity was left",
+						 "of its TTL of validity was left%s",
 						 result->answered, result->node_count, result->accepted,
-						 result->quorum);
+						 result->quorum, lease_silent_masters(result));
 			else
 				outcome->next_renewal_ms = now_ms +
 					Max(1.0, Min((double) redlock_retry_delay_ms, ttl_ms / 10.0));

@@ -10,6 +10,12 @@
 
 #include "redlock.h"
 
+/*
+ * Bytes kept of why a lease was lost: room for the masters that did not answer,
+ * named by host:port, after the counts.
+ */
+#define REDLOCK_LOST_REASON_LEN		384
+
 typedef enum RedlockLeaseState
 {
 	LEASE_PENDING,				/* the owner's acquire is under way */
@@ -34,7 +40,7 @@ typedef struct RedlockLease
 	TimestampTz last_renewal;	/* 0 before the first */
 	TimestampTz lost_at;
 	int64		renewals;
-	char		lost_reason[REDLOCK_NODE_ERROR_LEN];
+	char		lost_reason[REDLOCK_LOST_REASON_LEN];
 } RedlockLease;
 
 /* What the worker should do with a lease now (redlock_lease_due). */
@@ -62,7 +68,7 @@ typedef struct RedlockRenewalOutcome
 	RedlockRenewalAnswer answer;
 	double		valid_until_ms; /* when renewed */
 	double		next_renewal_ms;	/* when not lost */
-	char		lost_reason[REDLOCK_NODE_ERROR_LEN];	/* "" unless lost */
+	char		lost_reason[REDLOCK_LOST_REASON_LEN];	/* "" unless lost */
 } RedlockRenewalOutcome;
 
 /* The worker's side, under the registry's lock. */

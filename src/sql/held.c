@@ -129,7 +129,8 @@ redlock_claim(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not claim resource \"%s\": %d of %d Redis masters answered, %d needed",
 						resource, result.answered, result.node_count, result.quorum),
-				 redlock_errdetail_nodes(&result)));
+				 redlock_errdetail_nodes(&result),
+				 errhint("%s", REDLOCK_HINT_CHECK_MASTERS)));
 	PG_RETURN_BOOL(false);
 }
 

@@ -8,6 +8,8 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "utils/memutils.h"
 
 #include "lock/lockends.h"
 #include "lock/locktable.h"
@@ -37,10 +39,60 @@ redlock_errdetail_nodes(const RedlockResult *result)
  *		reached (the keys live until their TTL), or a majority no longer held the lock.
  *		Silent otherwise, and while error recovery is itself in trouble.
  */
+/*
+ * The resources whose acquire a rollback (of a transaction or a savepoint) undid, so
+ * that "not held" can say so: where pg_advisory_lock's users, whose session locks
+ * survive a rollback, are surprised.  A later release of the resource forgets it; at
+ * most MESSAGES_UNDONE_MAX names are kept (the oldest go first), in TopMemoryContext.
+ */
+#define MESSAGES_UNDONE_MAX 16
+static List *messages_undone = NIL;
+
+static void
+messages_forget_undone(const char *resource)
+{
+	ListCell   *cell;
+
+	foreach(cell, messages_undone)
+	{
+		if (strcmp((char *) lfirst(cell), resource) == 0)
+		{
+			pfree(lfirst(cell));
+			messages_undone = foreach_delete_current(messages_undone, cell);
+		}
+	}
+}
+
+/*
+ * redlock_warn_release_at_abort
+ *		redlock_warn_release for the releases a rollback makes, which also notes that
+ *		the rollback undid the acquire of info->resource (redlock_warn_not_held says
+ *		so).  Raises only out-of-memory errors besides the WARNINGs.
+ */
+void
+redlock_warn_release_at_abort(const RedlockReleaseInfo *info)
+{
+	MemoryContext old;
+
+	redlock_warn_release(info);
+	if (!info->acquired)
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (list_length(messages_undone) >= MESSAGES_UNDONE_MAX)
+	{
+		pfree(linitial(messages_undone));
+		messages_undone = list_delete_first(messages_undone);
+	}
+	messages_undone = lappend(messages_undone, pstrdup(info->resource));
+	MemoryContextSwitchTo(old);
+}
+
 void
 redlock_warn_release(const RedlockReleaseInfo *info)
 {
 	const RedlockResult *result = &info->result;
+
+	messages_forget_undone(info->resource);
 
 	/*
 	 * An attempt cut short (query cancel) was only being undone, and a loss the
@@ -100,6 +152,7 @@ redlock_warn_not_held(const char *resource)
 {
 	RedlockLockInfo *locks;
 	int			n = redlock_lock_list(&locks);
+	ListCell   *cell;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -108,6 +161,17 @@ redlock_warn_not_held(const char *resource)
 			ereport(WARNING,
 					(errmsg("lock on resource \"%s\" is held only at transaction scope", resource),
 					 errdetail("Transaction-scoped locks are released when the transaction ends.")));
+			return;
+		}
+	}
+	foreach(cell, messages_undone)
+	{
+		if (strcmp((char *) lfirst(cell), resource) == 0)
+		{
+			ereport(WARNING,
+					(errmsg("lock on resource \"%s\" is not held by this session", resource),
+					 errdetail("The transaction (or savepoint) that acquired it rolled back, and the rollback undid the acquire."),
+					 errhint("Unlike pg_advisory_lock, a redlock lock acquired in a transaction that aborts is released with it: acquire it again.")));
 			return;
 		}
 	}
@@ -215,7 +279,8 @@ redlock_report_not_acquired(const char *resource, const char *what, int permits,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not acquire lock on %s: %d of %d Redis masters answered, %d needed",
 						what, result->answered, result->node_count, result->quorum),
-				 redlock_errdetail_nodes(result)));
+				 redlock_errdetail_nodes(result),
+				 errhint("%s", REDLOCK_HINT_CHECK_MASTERS)));
 	}
 	if (bounded_by_lock_timeout)
 		ereport(ERROR,

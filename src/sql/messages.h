@@ -10,7 +10,12 @@
 
 #include "redlock.h"
 
+/* The hint of every 08006 that fewer than a quorum of masters answered. */
+#define REDLOCK_HINT_CHECK_MASTERS \
+	"Check redlock.servers and redlock_nodes(): the masters the detail names must be up and reachable."
+
 extern void redlock_warn_release(const RedlockReleaseInfo *info);
+extern void redlock_warn_release_at_abort(const RedlockReleaseInfo *info);
 extern int	redlock_errdetail_nodes(const RedlockResult *result);
 extern void redlock_warn_not_held(const char *resource);
 extern void redlock_report_worker_silent(const char *resource, const RedlockResult *result);

@@ -84,7 +84,8 @@ sqlinspect_require_quorum(const RedlockResult *result, const char *what)
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not %s: %d of %d Redis masters answered, %d needed",
 						what, result->answered, result->node_count, result->quorum),
-				 redlock_errdetail_nodes(result)));
+				 redlock_errdetail_nodes(result),
+				 errhint("%s", REDLOCK_HINT_CHECK_MASTERS)));
 }
 
 /*

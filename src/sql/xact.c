@@ -176,6 +176,50 @@ xact_refuse_prepare(void)
 				 errhint("Release the lock before PREPARE TRANSACTION, or turn redlock.cancel_on_loss off before acquiring it if its loss need not stop the work.")));
 }
 
+/*
+ * Refuses the commit (55P03) for the transaction-scoped lock on resource that
+ * redlock_lock_first_expired_xact named, saying which of its causes it was: the
+ * configuration changed, an extension or re-acquire found it lost (the lock is then
+ * forgotten), or its validity ran out (or has less than redlock.commit_margin left),
+ * with the TTL it was given, in milliseconds: a TTL of 30 meant as seconds leaves
+ * about 20 ms of validity.  Does not return.
+ */
+static void
+xact_report_lost_before_commit(const char *resource)
+{
+	RedlockHeldLock *lock = redlock_locktable_find(resource);
+	double		left = lock && lock->acquired ? redlock_locktable_validity_left(lock) : 0;
+
+	if (lock && lock->acquired && redlock_locktable_reconfigured(lock))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
+				 errdetail("redlock.servers, the credentials, redlock.database, redlock.key_prefix or redlock.quorum changed since it was acquired, so clients of the new configuration may hold it."),
+				 errhint("Change the masters only while no transaction holds a lock.")));
+	if (lock == NULL || !lock->acquired || left > redlock_commit_margin_ms)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
+				 errdetail("An extension or a re-acquire in this transaction found it lost: more Redis masters than a quorum can spare no longer held its token, so another client may hold it."),
+				 errhint("Use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
+	if (redlock_locktable_lost_by_worker(lock))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
+				 errdetail("It was acquired with a TTL of %d ms and auto-extended; the redlock background worker could not keep it alive, so another client may hold it.",
+						   lock->ttl_ms),
+				 errhint("Check the masters with redlock_nodes(); the worker's LOG lines say why.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
+			 left > 0
+			 ? errdetail("It was acquired with a TTL of %d ms; its validity time had less than redlock.commit_margin (%d ms) left, so it could run out before the commit is visible.",
+						 lock->ttl_ms, redlock_commit_margin_ms)
+			 : errdetail("It was acquired with a TTL of %d ms, and its validity time ran out before the commit, so another client may hold it.",
+						 lock->ttl_ms),
+			 errhint("TTLs are in milliseconds: use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
+}
+
 static void
 xact_callback_event(XactEvent event)
 {
@@ -188,12 +232,7 @@ xact_callback_event(XactEvent event)
 			xact_refuse_lost_leases();
 			resource = redlock_lock_first_expired_xact();
 			if (resource)
-				ereport(ERROR,
-						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit",
-								resource),
-						 errdetail("Its validity time ran out or had less than redlock.commit_margin left, an extension found it lost, or redlock.servers changed, so another client may hold it."),
-						 errhint("Use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
+				xact_report_lost_before_commit(resource);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			xact_refuse_prepare();
@@ -206,7 +245,7 @@ xact_callback_event(XactEvent event)
 			redlock_lease_xact_ended();
 			break;
 		case XACT_EVENT_ABORT:
-			redlock_lock_xact_end(false, redlock_warn_release);
+			redlock_lock_xact_end(false, redlock_warn_release_at_abort);
 			redlock_lease_rearm(false);
 			redlock_lease_xact_ended();
 			break;
@@ -247,7 +286,7 @@ xact_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_COMMIT_SUB)
 		redlock_lock_subxact_end(true, mySubid, parentSubid, redlock_warn_release);
 	else if (event == SUBXACT_EVENT_ABORT_SUB)
-		redlock_lock_subxact_end(false, mySubid, parentSubid, redlock_warn_release);
+		redlock_lock_subxact_end(false, mySubid, parentSubid, redlock_warn_release_at_abort);
 }
 
 /* Backend exit (pg_terminate_backend, client disconnect, FATAL): release everything. */

@@ -161,7 +161,7 @@ worker_renew_round(uint64 *changes)
 		if (set == NULL)
 		{
 			for (int j = 0; j < m; j++)
-				snprintf(outcomes[index[j]].lost_reason, REDLOCK_NODE_ERROR_LEN,
+				snprintf(outcomes[index[j]].lost_reason, sizeof(outcomes[index[j]].lost_reason),
 						 "the configuration it was taken under could not be read");
 			continue;
 		}

@@ -129,3 +129,26 @@ SELECT validity_ms BETWEEN 1 AND 4998 AS drift_taken_off FROM redlock_locks()
  WHERE resource = 'regress-drift';
 SELECT redlock_release('regress-drift');
 RESET redlock.clock_drift_factor;
+
+-- Issue 40: "not held" after a rollback says that the rollback undid the acquire (where
+-- pg_advisory_lock's session locks survive); after a later release, it no longer does.
+BEGIN;
+SELECT redlock_acquire('regress-rolled', 30000);
+ROLLBACK;
+SELECT redlock_release('regress-rolled');
+BEGIN;
+SELECT redlock_acquire('regress-rolled', 30000);
+SAVEPOINT s;
+SELECT redlock_acquire('regress-rolled-sp', 30000);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT redlock_release('regress-rolled-sp');
+SELECT redlock_release('regress-rolled');
+SELECT redlock_release('regress-rolled');
+
+-- Issue 40: fewer than a quorum answering (08006) names each master and hints where to
+-- look.
+SET redlock.servers = '127.0.0.1:1,127.0.0.1:2,127.0.0.1:3';
+SELECT redlock_acquire('regress-nomasters', 1000);
+SELECT redlock_claim('regress-nomasters', 1000);
+RESET redlock.servers;

@@ -173,3 +173,13 @@ SELECT resource, session_holds FROM redlock_locks();
 SELECT redlock_release('regress-discard');
 
 SELECT dblink_disconnect('other');
+
+-- Issue 40: the refused commit says which cause it was, with the TTL it was given in
+-- milliseconds: here less than redlock.commit_margin was left.
+SET redlock.commit_margin = 60000;
+SET client_min_messages = error;
+BEGIN;
+SELECT redlock_xact_acquire('regress-margin', 30000);
+COMMIT;
+RESET client_min_messages;
+RESET redlock.commit_margin;
