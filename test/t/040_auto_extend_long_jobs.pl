@@ -174,6 +174,10 @@ like($err, qr/ERROR:\s+(?:57014: canceling statement because lock on resource "f
 note('stopped by ' . ($err =~ /ERROR:\s+(57014|55P03)/ ? $1 : 'neither'));
 like($err, qr/DETAIL:\s+The redlock background worker could not keep it alive: fewer than a quorum/,
 	'... saying why');
+# Issue 40: the detail names the masters that did not answer, not only how many.
+my @frozen = map { "127\\.0\\.0\\.1:$_" } ($redis->ports)[0 .. 2];
+like($err, qr/no answer from (?:$frozen[0]|$frozen[1]|$frozen[2])(?:, (?:$frozen[0]|$frozen[1]|$frozen[2])){2}/,
+	'... and names the three frozen masters');
 cmp_ok($cancel_after, '<', 3.0,
 	sprintf('... %.2f s after the majority froze, before the 3 s validity could run out', $cancel_after));
 ($out) = $node->safe_psql('postgres',
