@@ -313,7 +313,9 @@ typedef enum RedlockLossCause
 	REDLOCK_LOSS_NONE,
 	REDLOCK_LOSS_EXPIRED,		/* validity ran out (or the worker gave up on it) */
 	REDLOCK_LOSS_RECONFIGURED,	/* taken under a configuration no longer in force */
-	REDLOCK_LOSS_TOKEN_GONE		/* too few masters hold its token any more */
+	REDLOCK_LOSS_TOKEN_GONE,	/* too few masters hold its token any more */
+	REDLOCK_LOSS_WORKER,		/* auto-extended: the worker gave up on it */
+	REDLOCK_LOSS_MARGIN			/* less than redlock.commit_margin of validity left */
 } RedlockLossCause;
 
 #endif							/* REDLOCK_H */

@@ -190,6 +190,36 @@ redlock_lock_first_expired_xact(void)
 }
 
 /*
+ * redlock_lock_commit_loss
+ *		Why the transaction-scoped lock on resource, which redlock_lock_first_expired_xact
+ *		named, refuses the commit: REDLOCK_LOSS_RECONFIGURED (taken under another
+ *		configuration), REDLOCK_LOSS_TOKEN_GONE (an extension or a re-acquire in this
+ *		transaction found it lost), REDLOCK_LOSS_WORKER (auto-extended, given up on by
+ *		the worker), REDLOCK_LOSS_MARGIN (less than redlock.commit_margin of validity
+ *		left) or REDLOCK_LOSS_EXPIRED (its validity ran out).  *ttl_ms: the TTL it was
+ *		given (ms), 0 when the lock is gone.  Raises only encoding conversion errors of
+ *		redlock.key_prefix.
+ */
+RedlockLossCause
+redlock_lock_commit_loss(const char *resource, int *ttl_ms)
+{
+	RedlockHeldLock *lock = redlock_locktable_find(resource);
+	double		left;
+
+	*ttl_ms = redlock_life_held(lock) ? lock->ttl_ms : 0;
+	if (!redlock_life_held(lock))
+		return REDLOCK_LOSS_TOKEN_GONE;
+	if (redlock_life_reconfigured(lock))
+		return REDLOCK_LOSS_RECONFIGURED;
+	left = redlock_life_validity_left(lock);
+	if (left > redlock_commit_margin_ms)
+		return REDLOCK_LOSS_TOKEN_GONE;
+	if (redlock_life_lost_by_worker(lock))
+		return REDLOCK_LOSS_WORKER;
+	return left > 0 ? REDLOCK_LOSS_MARGIN : REDLOCK_LOSS_EXPIRED;
+}
+
+/*
  * redlock_lock_first_lost_in_xact
  *		The commit check of auto-extended locks (either scope) taken with
  *		redlock.cancel_on_loss on: returns (palloc'd) the resource of one whose lease

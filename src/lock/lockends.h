@@ -41,6 +41,7 @@ extern int	redlock_lock_list(RedlockLockInfo **locks);
 extern bool redlock_lock_xact_pending(void);
 extern bool redlock_lock_xact_acquired(void);
 extern const char *redlock_lock_first_expired_xact(void);
+extern RedlockLossCause redlock_lock_commit_loss(const char *resource, int *ttl_ms);
 extern const char *redlock_lock_first_guarding(void);
 extern const char *redlock_lock_first_lost_in_xact(const char **reason);
 extern void redlock_lock_xact_end(bool commit, RedlockReleaseReport report);

@@ -61,7 +61,6 @@
 #include "guc.h"
 #include "lock/leasewatch.h"
 #include "lock/lockends.h"
-#include "lock/locktable.h"
 #include "redlock.h"
 #include "sql/messages.h"
 #include "sql/xact.h"
@@ -187,36 +186,36 @@ xact_refuse_prepare(void)
 static void
 xact_report_lost_before_commit(const char *resource)
 {
-	RedlockHeldLock *lock = redlock_locktable_find(resource);
-	double		left = lock && lock->acquired ? redlock_locktable_validity_left(lock) : 0;
+	int			ttl_ms;
+	RedlockLossCause cause = redlock_lock_commit_loss(resource, &ttl_ms);
 
-	if (lock && lock->acquired && redlock_locktable_reconfigured(lock))
+	if (cause == REDLOCK_LOSS_RECONFIGURED)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
 				 errdetail("redlock.servers, the credentials, redlock.database, redlock.key_prefix or redlock.quorum changed since it was acquired, so clients of the new configuration may hold it."),
 				 errhint("Change the masters only while no transaction holds a lock.")));
-	if (lock == NULL || !lock->acquired || left > redlock_commit_margin_ms)
+	if (cause == REDLOCK_LOSS_TOKEN_GONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
 				 errdetail("An extension or a re-acquire in this transaction found it lost: more Redis masters than a quorum can spare no longer held its token, so another client may hold it."),
 				 errhint("Use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
-	if (redlock_locktable_lost_by_worker(lock))
+	if (cause == REDLOCK_LOSS_WORKER)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
 				 errdetail("It was acquired with a TTL of %d ms and auto-extended; the redlock background worker could not keep it alive, so another client may hold it.",
-						   lock->ttl_ms),
+						   ttl_ms),
 				 errhint("Check the masters with redlock_nodes(); the worker's LOG lines say why.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 			 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
-			 left > 0
+			 cause == REDLOCK_LOSS_MARGIN
 			 ? errdetail("It was acquired with a TTL of %d ms; its validity time had less than redlock.commit_margin (%d ms) left, so it could run out before the commit is visible.",
-						 lock->ttl_ms, redlock_commit_margin_ms)
+						 ttl_ms, redlock_commit_margin_ms)
 			 : errdetail("It was acquired with a TTL of %d ms, and its validity time ran out before the commit, so another client may hold it.",
-						 lock->ttl_ms),
+						 ttl_ms),
 			 errhint("TTLs are in milliseconds: use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
 }
 
