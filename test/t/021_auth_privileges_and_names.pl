@@ -88,7 +88,7 @@ sub auth_error
 	my ($what, $err, $secs, $words) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	like($err, qr/ERROR:\s+08006: could not acquire lock on resource/, "$what: ERROR 08006");
-	my ($detail) = $err =~ /DETAIL:\s+(.*?)(?:\nLOCATION:|\z)/s;
+	my ($detail) = $err =~ /DETAIL:\s+(.*?)(?:\nHINT:|\nLOCATION:|\z)/s;
 	$detail //= '';
 	my @lines = split /\n/, $detail;
 	my @named = grep { my $p = $_; grep { /127\.0\.0\.1:$p\b/ } @lines } @ports;
@@ -96,6 +96,8 @@ sub auth_error
 	  or diag($err);
 	is(scalar(grep { /^127\.0\.0\.1:\d+: .*$words/ } @lines), scalar(@lines),
 		"$what: each detail line is \"host:port: <Redis' $words text>\"") or diag($err);
+	like($err, qr/HINT:\s+Check redlock\.servers and redlock_nodes\(\)/,
+		"$what: the hint says where to look") or diag($err);
 	cmp_ok($secs, '<', 2, "$what: returned at once (${secs}s), no hang");
 	unlike($err, qr/\Q$pw\E|\Q$wrong_pw\E|\Q$user_pw\E/, "$what: no password in the message");
 }

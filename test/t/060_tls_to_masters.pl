@@ -347,7 +347,7 @@ sub tls_error
 	my ($what, $err, $secs, $words, $limit) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	like($err, qr/ERROR:\s+08006: could not acquire lock on resource/, "$what: ERROR 08006");
-	my ($detail) = $err =~ /DETAIL:\s+(.*?)(?:\nLOCATION:|\z)/s;
+	my ($detail) = $err =~ /DETAIL:\s+(.*?)(?:\nHINT:|\nLOCATION:|\z)/s;
 	my @lines = split /\n/, $detail // '';
 	cmp_ok(scalar(@lines), '>=', 3, "$what: the detail names at least 3 masters") or diag($err);
 	is(scalar(grep { /^127\.0\.0\.1:\d+: .*$words/ } @lines), scalar(@lines),
