@@ -69,12 +69,16 @@ redlock_lockset_acquire(const char *const *resources, int n, RedlockScope scope,
 	Assert(n >= 1 && n <= REDLOCK_MAX_SET);
 	/* A release that was interrupted, or an attempt cut short: finish it. */
 	for (int k = 0; k < n; k++)
-		if (redlock_locktable_find(resources[k]) != NULL)
+	{
+		RedlockHeldLock *left_over = redlock_locktable_find(resources[k]);
+
+		if (left_over != NULL)
 		{
-			Assert(!redlock_life_held(redlock_locktable_find(resources[k])));
+			Assert(!redlock_life_held(left_over));
 			redlock_lock_finish_left_over();
 			break;
 		}
+	}
 	for (int k = 0; k < n; k++)
 	{
 		locks[k] = redlock_locktable_create(resources[k], 0, set);

@@ -177,46 +177,48 @@ xact_refuse_prepare(void)
 
 /*
  * Refuses the commit (55P03) for the transaction-scoped lock on resource that
- * redlock_lock_first_expired_xact named, saying which of its causes it was: the
- * configuration changed, an extension or re-acquire found it lost (the lock is then
- * forgotten), or its validity ran out (or has less than redlock.commit_margin left),
- * with the TTL it was given, in milliseconds: a TTL of 30 meant as seconds leaves
- * about 20 ms of validity.  Does not return.
+ * redlock_lock_first_expired_xact named, saying which cause it was
+ * (redlock_lock_commit_loss): the configuration changed, an extension or re-acquire
+ * found it lost, the worker gave up on it, or its validity ran out (or has less than
+ * redlock.commit_margin left), with the TTL it was given, in milliseconds: a TTL of 30
+ * meant as seconds leaves about 20 ms of validity.  Does not return.
  */
 static void
 xact_report_lost_before_commit(const char *resource)
 {
 	int			ttl_ms;
-	RedlockLossCause cause = redlock_lock_commit_loss(resource, &ttl_ms);
+	const char *detail;
+	const char *hint = "TTLs are in milliseconds: use a longer TTL, or extend the lock with redlock_extend() while the work runs.";
 
-	if (cause == REDLOCK_LOSS_RECONFIGURED)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
-				 errdetail("redlock.servers, the credentials, redlock.database, redlock.key_prefix or redlock.quorum changed since it was acquired, so clients of the new configuration may hold it."),
-				 errhint("Change the masters only while no transaction holds a lock.")));
-	if (cause == REDLOCK_LOSS_TOKEN_GONE)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
-				 errdetail("An extension or a re-acquire in this transaction found it lost: more Redis masters than a quorum can spare no longer held its token, so another client may hold it."),
-				 errhint("Use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
-	if (cause == REDLOCK_LOSS_WORKER)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
-				 errdetail("It was acquired with a TTL of %d ms and auto-extended; the redlock background worker could not keep it alive, so another client may hold it.",
-						   ttl_ms),
-				 errhint("Check the masters with redlock_nodes(); the worker's LOG lines say why.")));
+	switch (redlock_lock_commit_loss(resource, &ttl_ms))
+	{
+		case REDLOCK_LOSS_RECONFIGURED:
+			detail = "redlock.servers, the credentials, redlock.database, redlock.key_prefix or redlock.quorum changed since it was acquired, so clients of the new configuration may hold it.";
+			hint = "Change the masters only while no transaction holds a lock.";
+			break;
+		case REDLOCK_LOSS_TOKEN_GONE:
+			detail = "An extension or a re-acquire in this transaction found it lost: more Redis masters than a quorum can spare no longer held its token, so another client may hold it.";
+			hint = "Use a longer TTL, or extend the lock with redlock_extend() while the work runs.";
+			break;
+		case REDLOCK_LOSS_WORKER:
+			detail = psprintf("It was acquired with a TTL of %d ms and auto-extended; the redlock background worker could not keep it alive, so another client may hold it.",
+							  ttl_ms);
+			hint = "Check the masters with redlock_nodes(); the worker's LOG lines say why.";
+			break;
+		case REDLOCK_LOSS_MARGIN:
+			detail = psprintf("It was acquired with a TTL of %d ms; its validity time had less than redlock.commit_margin (%d ms) left, so it could run out before the commit is visible.",
+							  ttl_ms, redlock_commit_margin_ms);
+			break;
+		default:
+			detail = psprintf("It was acquired with a TTL of %d ms, and its validity time ran out before the commit, so another client may hold it.",
+							  ttl_ms);
+			break;
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 			 errmsg("transaction-scoped lock on resource \"%s\" was lost before commit", resource),
-			 cause == REDLOCK_LOSS_MARGIN
-			 ? errdetail("It was acquired with a TTL of %d ms; its validity time had less than redlock.commit_margin (%d ms) left, so it could run out before the commit is visible.",
-						 ttl_ms, redlock_commit_margin_ms)
-			 : errdetail("It was acquired with a TTL of %d ms, and its validity time ran out before the commit, so another client may hold it.",
-						 ttl_ms),
-			 errhint("TTLs are in milliseconds: use a longer TTL, or extend the lock with redlock_extend() while the work runs.")));
+			 errdetail("%s", detail),
+			 errhint("%s", hint)));
 }
 
 static void

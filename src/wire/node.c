@@ -11,8 +11,7 @@
  *
  * Connections open lazily and are reused.  A new connection starts with its handshake:
  * AUTH and SELECT as configured, and, for a call's connection, SCRIPT LOAD of every
- * registered script.  Commands
- * are appended with the reply they will owe logged first.  When a connection closes,
+ * registered script.  Commands are appended with the reply they will owe logged first.  When a connection closes,
  * the releases it may not have delivered are kept for the next one; everything else it
  * owed is forgotten.
  *
