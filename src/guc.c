@@ -53,6 +53,8 @@ bool		redlock_test_commit_guard_first = true;	/* a setting in test builds only *
 int			redlock_max_auto_extended_locks = 1000;
 int			redlock_max_auto_extended_locks_per_role = 100;
 int			redlock_quorum = 0;
+int			redlock_max_ttl_ms = REDLOCK_MAX_TTL_MS;
+int			redlock_restart_quarantine_ms = 600000;
 bool		redlock_tls = false;
 int			redlock_tls_verify = REDLOCK_TLS_VERIFY_FULL;
 char	   *redlock_tls_ca_file = NULL;
@@ -608,6 +610,37 @@ RedlockGucInit(void)
 							0,
 							NULL, NULL, NULL);
 
+	/*
+	 * The longest TTL of this session's locks: superuser-only, so that a role given a
+	 * lower one by ALTER ROLE ... SET cannot raise it.  Every TTL is also bounded by
+	 * redlock.restart_quarantine while that is on (redlock_ttl_limit).
+	 */
+	DefineCustomIntVariable("redlock.max_ttl",
+							"Longest TTL a lock, claim, permit or extension of this session may have.",
+							"Settable per role with ALTER ROLE ... SET. TTLs are also bounded by "
+							"redlock.restart_quarantine while it is on.",
+							&redlock_max_ttl_ms,
+							REDLOCK_MAX_TTL_MS, 1, REDLOCK_MAX_TTL_MS,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/*
+	 * The same for every backend of the cluster (and it must be for every cluster
+	 * sharing the masters): it is the longest TTL any key of ours can have, so a master
+	 * up that long holds no key from before its restart (wire/masterinfo.c).
+	 */
+	DefineCustomIntVariable("redlock.restart_quarantine",
+							"How long a Redis master restarted without its data is left out of every quorum.",
+							"Also the longest TTL any lock may have. 0 turns the quarantine off: "
+							"declare so only when the masters keep their data or are restarted "
+							"later than the longest TTL.",
+							&redlock_restart_quarantine_ms,
+							600000, 0, REDLOCK_MAX_TTL_MS,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 #ifdef USE_ASSERT_CHECKING
 
 	/*
@@ -628,4 +661,23 @@ RedlockGucInit(void)
 
 	MarkGUCPrefixReserved("redlock");
 	defining_gucs = false;
+}
+
+/*
+ * redlock_ttl_limit
+ *		The longest TTL (ms) a lock of this session may have: redlock.max_ttl, and
+ *		redlock.restart_quarantine when that is on and lower (the quarantine is finite
+ *		only because no key outlives it).  *setting: the name of the bounding one.
+ *		Raises nothing.
+ */
+int
+redlock_ttl_limit(const char **setting)
+{
+	if (redlock_restart_quarantine_ms > 0 && redlock_restart_quarantine_ms < redlock_max_ttl_ms)
+	{
+		*setting = "redlock.restart_quarantine";
+		return redlock_restart_quarantine_ms;
+	}
+	*setting = "redlock.max_ttl";
+	return redlock_max_ttl_ms;
 }

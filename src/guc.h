@@ -28,6 +28,8 @@ extern bool redlock_test_commit_guard_first;
 extern int	redlock_max_auto_extended_locks;
 extern int	redlock_max_auto_extended_locks_per_role;
 extern int	redlock_quorum;
+extern int	redlock_max_ttl_ms;
+extern int	redlock_restart_quarantine_ms;
 extern bool redlock_tls;
 extern int	redlock_tls_verify;
 extern char *redlock_tls_ca_file;
@@ -41,6 +43,7 @@ extern uint64 redlock_connection_generation;
 
 extern void RedlockGucInit(void);
 extern const char *redlock_effective_password(void);
+extern int	redlock_ttl_limit(const char **setting);
 
 extern void redlock_tls_config(RedlockTlsConfig *config);	/* guc.c */
 extern bool redlock_tls_config_equal(const RedlockTlsConfig *a, const RedlockTlsConfig *b);

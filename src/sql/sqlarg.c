@@ -15,6 +15,7 @@
 #include "catalog/pg_type_d.h"
 #include "common/string.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "storage/proc.h"
@@ -200,15 +201,18 @@ redlock_sqlarg_resource_from_utf8(const char *name, Datum *out)
 
 /*
  * redlock_sqlarg_ttl
- *		Returns argument argno of fcinfo as a TTL in milliseconds: 1 to
- *		REDLOCK_MAX_TTL_MS (one day), and long enough to leave some validity after the
- *		clock drift allowance (spec §3 step 4).  A NULL gives null_ttl when null_allowed.
- *		Raises 22004 for a NULL otherwise, 22023 for a TTL out of range or too short.
+ *		Returns argument argno of fcinfo as a TTL in milliseconds: 1 to the session's
+ *		limit (redlock_ttl_limit: redlock.max_ttl, and redlock.restart_quarantine
+ *		while it is on), and long enough to leave some validity after the clock drift
+ *		allowance (spec §3 step 4).  A NULL gives null_ttl when null_allowed.  Raises
+ *		22004 for a NULL otherwise, 22023 for a TTL out of range or too short.
  */
 int
 redlock_sqlarg_ttl(FunctionCallInfo fcinfo, int argno, bool null_allowed, int null_ttl)
 {
 	int			ttl_ms;
+	const char *setting;
+	int			limit = redlock_ttl_limit(&setting);
 
 	if (PG_ARGISNULL(argno))
 	{
@@ -224,12 +228,15 @@ redlock_sqlarg_ttl(FunctionCallInfo fcinfo, int argno, bool null_allowed, int nu
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("ttl_ms must be greater than zero"),
 				 errdetail("The TTL given was %d ms.", ttl_ms)));
-	if (ttl_ms > REDLOCK_MAX_TTL_MS)
+	if (ttl_ms > limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ttl_ms must be at most %d (one day)", REDLOCK_MAX_TTL_MS),
-				 errdetail("The TTL given was %d ms.", ttl_ms),
-				 errhint("Take a shorter TTL and extend the lock with redlock_extend() while the work runs.")));
+				 errmsg("ttl_ms must be at most %d for role \"%s\"", limit,
+						GetUserNameFromId(GetUserId(), false)),
+				 errdetail("The TTL given was %d ms; %s is %d ms.", ttl_ms, setting, limit),
+				 strcmp(setting, "redlock.max_ttl") == 0
+				 ? errhint("Take a shorter TTL and extend the lock with redlock_extend() while the work runs, or ask a superuser for a longer redlock.max_ttl (ALTER ROLE ... SET).")
+				 : errhint("Take a shorter TTL and extend the lock with redlock_extend() while the work runs: redlock.restart_quarantine bounds every TTL, since a master restarted without its data is left out for that long.")));
 	/* Spec §3 step 4: a TTL that the drift allowance eats whole can never be valid. */
 	if (!redlock_ttl_leaves_validity(ttl_ms))
 		ereport(ERROR,
