@@ -99,6 +99,8 @@ typedef struct RedlockNodeOutcome
 	char	   *text;			/* a string reply's bytes (palloc'd, NUL-added) when the
 								 * command asked for them (keep_text), else NULL */
 	int			text_len;
+	bool		left_out;		/* its reply counts toward no quorum (wire/masterinfo.c):
+								 * kind NONE, the reason in error */
 } RedlockNodeOutcome;
 
 /* True when a node failed: no reply at all, or an error reply from Redis. */
@@ -151,6 +153,8 @@ typedef struct RedlockCommand
 	size_t		argvlen[REDLOCK_MAX_ARGS];
 	const char *const *node_last_arg;
 	bool		keep_text;
+	bool		facts_only;		/* a question about the master itself (redlock_check):
+								 * its replies are not judged by wire/masterinfo.c */
 } RedlockCommand;
 
 /* The masters of one configuration (servers, credentials, database); opaque. */
@@ -214,6 +218,9 @@ typedef struct RedlockResult
 	int			accepted;		/* nodes that said yes (set, deleted, extended) */
 	int			answered;		/* nodes that replied at all */
 	int			failed;			/* nodes that failed (no reply, or an error reply) */
+	int			left_out;		/* ... of them, answers that did not count
+								 * (wire/masterinfo.c: a restart, eviction) */
+	int			out_of_memory;	/* ... of them, Redis' OOM error (maxmemory reached) */
 	int			attempts;		/* acquire attempts made */
 	double		elapsed_ms;		/* duration of the attempt that decided */
 	double		valid_until_ms; /* monotonic end of validity (after REDLOCK_OK) */

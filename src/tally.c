@@ -58,7 +58,9 @@ redlock_tally_one(const RedlockNodeOutcome *outcome)
  *		Counts one round's outcomes (result->node_count of them) into result:
  *		accepted (outcomes the test accepted approves), answered (outcomes answer
  *		approves: a reply that says something about the key), failed (no reply, or an
- *		error reply: redlock_outcome_failed).
+ *		error reply: redlock_outcome_failed), and of the failed, left_out (answers that
+ *		count toward no quorum: wire/masterinfo.c) and out_of_memory (Redis' OOM error:
+ *		the master reached maxmemory with noeviction).
  *
  * gone: approves an answer that says our key is not there; NULL when the round cannot
  *		tell (then 0 is returned).
@@ -72,10 +74,18 @@ redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcomeTest accep
 	int			gone_count = 0;
 
 	result->accepted = result->answered = result->failed = 0;
+	result->left_out = result->out_of_memory = 0;
 	for (int i = 0; i < result->node_count; i++)
 	{
 		if (redlock_outcome_failed(&outcomes[i]))
+		{
 			result->failed++;
+			if (outcomes[i].left_out)
+				result->left_out++;
+			else if (outcomes[i].kind == REDLOCK_REPLY_ERROR &&
+					 strncmp(outcomes[i].error, "OOM ", 4) == 0)
+				result->out_of_memory++;
+		}
 		if (!answer(&outcomes[i]))
 			continue;
 		result->answered++;

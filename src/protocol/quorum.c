@@ -391,6 +391,8 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		result->accepted = tallies[Max(kept, 0)].accepted;
 		result->answered = tallies[Max(kept, 0)].answered;
 		result->failed = tallies[Max(kept, 0)].failed;
+		result->left_out = tallies[Max(kept, 0)].left_out;
+		result->out_of_memory = tallies[Max(kept, 0)].out_of_memory;
 		if (result->node_errors)	/* an earlier attempt's */
 			pfree(result->node_errors);
 		result->node_errors = NULL;

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "common/hashfn.h"
+#include "lib/stringinfo.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
 
@@ -431,11 +432,43 @@ redlock_conn_event_ready(const RedlockConn *conn)
 }
 
 /*
+ * An array of strings and integers (TIME, CONFIG GET) as one string outcome: its
+ * elements joined by newlines, palloc'd; any other array stays REDLOCK_REPLY_OTHER.
+ */
+static void
+conn_array_text(const redisReply *reply, RedlockNodeOutcome *outcome)
+{
+	StringInfoData buf;
+
+	for (size_t k = 0; k < reply->elements; k++)
+		if (reply->element[k]->type != REDIS_REPLY_STRING &&
+			reply->element[k]->type != REDIS_REPLY_INTEGER)
+			return;
+	initStringInfo(&buf);
+	for (size_t k = 0; k < reply->elements; k++)
+	{
+		const redisReply *e = reply->element[k];
+
+		if (k > 0)
+			appendStringInfoChar(&buf, '\n');
+		if (e->type == REDIS_REPLY_INTEGER)
+			appendStringInfo(&buf, "%lld", (long long) e->integer);
+		else
+			appendBinaryStringInfo(&buf, e->str, (int) e->len);
+	}
+	outcome->kind = REDLOCK_REPLY_STRING;
+	outcome->integer = (long long) hash_bytes_extended((const unsigned char *) buf.data, buf.len, 0);
+	outcome->text = buf.data;
+	outcome->text_len = buf.len;
+}
+
+/*
  * redlock_conn_reply_outcome
  *		Turns one reply (from redlock_conn_get_reply, a redisReply) to one of our
  *		commands into outcome: OK, nil, an integer, a string (kept as a hash: values are
  *		only compared between masters; with keep_text also whole, palloc'd in the
- *		current memory context), Redis' error text, or anything else.  Raises only
+ *		current memory context; with keep_text an array of strings and integers too,
+ *		joined by newlines), Redis' error text, or anything else.  Raises only
  *		out-of-memory errors (ERROR 53200), and only with keep_text.
  */
 void
@@ -467,6 +500,11 @@ redlock_conn_reply_outcome(const void *data, bool keep_text, RedlockNodeOutcome 
 				outcome->text[reply->len] = '\0';
 				outcome->text_len = (int) reply->len;
 			}
+			break;
+		case REDIS_REPLY_ARRAY:
+			outcome->kind = REDLOCK_REPLY_OTHER;
+			if (keep_text)
+				conn_array_text(reply, outcome);
 			break;
 		case REDIS_REPLY_ERROR:
 			outcome->kind = REDLOCK_REPLY_ERROR;

@@ -189,15 +189,16 @@ redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_
 	return true;
 }
 
-/* Appends one handshake command (its reply is owed to call_id 0). */
+/* Appends one handshake command (its reply is owed to call_id: 0, or the probes'). */
 static bool
-node_append_handshake(RedlockNodeSet *set, RedlockNode *node, int argc, const char **argv)
+node_append_handshake(RedlockNodeSet *set, RedlockNode *node, uint64 call_id, int argc,
+					  const char **argv)
 {
 	size_t		argvlen[3];
 
 	for (int k = 0; k < argc; k++)
 		argvlen[k] = strlen(argv[k]);
-	if (!node_append(set, node, 0, NULL, false, argc, argv, argvlen, 0, NULL, NULL))
+	if (!node_append(set, node, call_id, NULL, false, argc, argv, argvlen, 0, NULL, NULL))
 		return false;
 	node->handshake_owed++;
 	return true;
@@ -208,10 +209,12 @@ node_append_handshake(RedlockNodeSet *set, RedlockNode *node, int argc, const ch
  *		The one way to open a connection to a master (the funnel above): opens conn to
  *		node (a master of set) without blocking, with set's TLS settings applied as
  *		redlock_node_connect_step takes it further, and queues its handshake: AUTH
- *		and SELECT as set's configuration says, then, when load_scripts, SCRIPT LOAD of
- *		every registered script.  Each handshake command goes to queue(arg, argc,
- *		argv), which appends it (logging the reply it will owe, if its owner reads
- *		replies that way); queue returns false when out of memory.  long_lived: TCP
+ *		and SELECT as set's configuration says, then, when load_scripts (a call's
+ *		connection), the probes of what the master is (INFO, CONFIG GET appendfsync:
+ *		masterinfo.c; owed to REDLOCK_CALL_ID_PROBE) and SCRIPT LOAD of every registered
+ *		script.  Each handshake command goes to queue(arg, call_id, argc, argv), which
+ *		appends it (logging the reply it will owe, if its owner reads replies that way);
+ *		queue returns false when out of memory.  long_lived: TCP
  *		keep-alives on (a mostly idle connection; not on a unix socket).
  *
  * Returns false with why (whylen bytes) when the open failed at once, or "out of
@@ -231,13 +234,23 @@ redlock_node_connect(RedlockNodeSet *set, RedlockNode *node, RedlockConn *conn,
 		redlock_conn_keepalive(conn);
 	redlock_conn_handshake(&handshake, set->username, set->password, set->database);
 	for (int k = 0; k < handshake.count; k++)
-		if (!queue(arg, handshake.argc[k], handshake.argv[k]))
+		if (!queue(arg, 0, handshake.argc[k], handshake.argv[k]))
 			goto oom;
+	if (load_scripts)
+	{
+		const char *info[1] = {"INFO"};
+		const char *fsync[3] = {"CONFIG", "GET", "appendfsync"};
+
+		redlock_masterinfo_reset(&node->info);
+		if (!queue(arg, REDLOCK_CALL_ID_PROBE, 1, info) ||
+			!queue(arg, REDLOCK_CALL_ID_PROBE, 3, fsync))
+			goto oom;
+	}
 	for (int k = 0; load_scripts && k < script_count; k++)
 	{
 		const char *load[3] = {"SCRIPT", "LOAD", scripts[k]->body};
 
-		if (!queue(arg, 3, load))
+		if (!queue(arg, 0, 3, load))
 			goto oom;
 	}
 	return true;
@@ -256,11 +269,11 @@ typedef struct NodeHandshake
 
 /* Queues one handshake command on a call connection (RedlockNodeQueue). */
 static bool
-node_queue_handshake(void *arg, int argc, const char **argv)
+node_queue_handshake(void *arg, uint64 call_id, int argc, const char **argv)
 {
 	NodeHandshake *h = arg;
 
-	return node_append_handshake(h->set, h->node, argc, argv);
+	return node_append_handshake(h->set, h->node, call_id, argc, argv);
 }
 
 /*

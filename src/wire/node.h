@@ -13,6 +13,7 @@
 
 #include "redlock.h"
 #include "wire/conn.h"
+#include "wire/masterinfo.h"
 #include "wire/owed.h"
 #include "wire/tls.h"
 
@@ -39,7 +40,16 @@ typedef struct RedlockNode
 	uint32		event_mask;		/* socket events registered there */
 	bool		looked_quiet;	/* idle, and the idle look saw nothing to read */
 	RedlockNodeStats stats; /* what this backend saw of it (redlock_nodes()) */
+	RedlockMasterInfo info;		/* what it said of itself on this connection */
+	bool		left_out;		/* its last reply did not count (masterinfo.c) */
 } RedlockNode;
+
+/*
+ * The call_id of a call connection's probes (INFO, CONFIG GET appendfsync): handshake
+ * commands whose reply is read by masterinfo.c, and whose error does not end the
+ * connection.  Calls' ids start above it; 0 is the rest of the handshake.
+ */
+#define REDLOCK_CALL_ID_PROBE	1
 
 /* The masters of one configuration, and that configuration. */
 struct RedlockNodeSet
@@ -59,8 +69,11 @@ struct RedlockNodeSet
 	RedlockNodeSet *next;		/* in the list of every set */
 };
 
-/* Queues one handshake command (redlock_node_connect); false when out of memory. */
-typedef bool (*RedlockNodeQueue) (void *arg, int argc, const char **argv);
+/*
+ * Queues one handshake command (redlock_node_connect) whose reply is owed to call_id (0,
+ * or REDLOCK_CALL_ID_PROBE); false when out of memory.
+ */
+typedef bool (*RedlockNodeQueue) (void *arg, uint64 call_id, int argc, const char **argv);
 
 extern bool redlock_node_connect(RedlockNodeSet *set, RedlockNode *node, RedlockConn *conn,
 								 bool load_scripts, bool long_lived, RedlockNodeQueue queue,

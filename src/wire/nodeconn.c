@@ -35,9 +35,12 @@ nodeconn_failed(RedlockNodeConn *conn, const char *why)
 	redlock_conn_close(&conn->conn);
 }
 
-/* Queues one handshake command on a subscription's connection (RedlockNodeQueue). */
+/*
+ * Queues one handshake command on a subscription's connection (RedlockNodeQueue); a
+ * subscription gets no probes, so every reply it owes is the handshake's.
+ */
 static bool
-nodeconn_queue(void *arg, int argc, const char **argv)
+nodeconn_queue(void *arg, uint64 call_id pg_attribute_unused(), int argc, const char **argv)
 {
 	return redlock_nodeconn_append((RedlockNodeConn *) arg, argc, argv);
 }

@@ -35,7 +35,8 @@ static uint64 last_set_id = 0;
 /*
  * redlock_nodeset_report_changes
  *		After a call on set: says once per change of a master's state that it stopped
- *		or resumed answering, while a quorum of set still answers: then nothing else
+ *		or resumed answering (or counting: a master left out, wire/masterinfo.c), while
+ *		a quorum of set still answers: then nothing else
  *		shows a dead master (the calls succeed), and without a quorum the caller's 08006
  *		names every failed master.
  *
@@ -69,7 +70,14 @@ redlock_nodeset_report_changes(RedlockNodeSet *set)
 			continue;
 		node->reported_down = node->down;
 		redlock_node_addr_name(&node->addr, name, sizeof(name));
-		if (node->down)
+		if (node->down && node->left_out)
+			ereport(WARNING,
+					(errmsg("Redis master \"%s\" is left out of every quorum", name),
+					 errdetail_internal("%s", node->stats.last_error),
+					 errhint("Locks are still taken while %d of the %d masters count; "
+							 "redlock_check() says what each master lacks.",
+							 set->quorum, set->count)));
+		else if (node->down)
 			ereport(WARNING,
 					(errmsg("Redis master \"%s\" is not answering", name),
 					 errdetail_internal("%s", node->stats.last_error),
