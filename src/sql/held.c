@@ -125,12 +125,7 @@ redlock_claim(PG_FUNCTION_ARGS)
 	if (redlock_lock_claim(resource, ttl_ms, &result))
 		PG_RETURN_BOOL(true);
 	if (result.status == REDLOCK_UNAVAILABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not claim resource \"%s\": %d of %d Redis masters answered, %d needed",
-						resource, result.answered, result.node_count, result.quorum),
-				 redlock_errdetail_nodes(&result),
-				 errhint("%s", REDLOCK_HINT_CHECK_MASTERS)));
+		redlock_report_unanswered(psprintf("claim resource \"%s\"", resource), &result);
 	PG_RETURN_BOOL(false);
 }
 

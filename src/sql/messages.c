@@ -33,6 +33,47 @@ redlock_errdetail_nodes(const RedlockResult *result)
 }
 
 /*
+ * redlock_report_unanswered
+ *		Raises the ERROR of a round that fewer than a quorum of masters answered (spec §3
+ *		step 3): "could not <doing>: N of M Redis masters answered, Q needed", the
+ *		masters that failed and why in the detail (redlock_errdetail_nodes).  SQLSTATE
+ *		53200 when masters refused for lack of memory (Redis' OOM error: maxmemory
+ *		reached with noeviction), which the message then counts; else 08006.  Masters
+ *		left out (wire/masterinfo.c: restarted without their data, evicting) are
+ *		counted in the message, and the hint points at redlock_check().  doing: the
+ *		words for what failed ("acquire lock on resource \"x\"").  Does not return.
+ */
+void
+redlock_report_unanswered(const char *doing, const RedlockResult *result)
+{
+	if (result->out_of_memory > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not %s: %d of %d Redis masters are out of memory, %d answered, %d needed",
+						doing, result->out_of_memory, result->node_count, result->answered,
+						result->quorum),
+				 redlock_errdetail_nodes(result),
+				 errhint("A master refuses writes once its memory reaches maxmemory: free memory there, "
+						 "raise maxmemory, or lower what one role may hold (redlock.max_locks_per_role).")));
+	if (result->left_out > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not %s: %d of %d Redis masters answered and %d more are left out of quorums, %d needed",
+						doing, result->answered, result->node_count, result->left_out,
+						result->quorum),
+				 redlock_errdetail_nodes(result),
+				 errhint("redlock_check() says what each master lacks: a master restarted without its "
+						 "data counts again after redlock.restart_quarantine; one that may evict keys "
+						 "needs maxmemory-policy noeviction.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("could not %s: %d of %d Redis masters answered, %d needed",
+					doing, result->answered, result->node_count, result->quorum),
+			 redlock_errdetail_nodes(result),
+			 errhint("%s", REDLOCK_HINT_CHECK_MASTERS)));
+}
+
+/*
  * redlock_warn_release
  *		Raises a WARNING (01000) when a release found something wrong: the validity had
  *		run out before it (the lock may have protected nothing), a quorum could not be
@@ -256,8 +297,8 @@ redlock_refuse_other_kind(const char *resource, int kind)
 /*
  * redlock_report_not_acquired
  *		Raises what an acquire that failed means, or returns for a plain false: 55000 a
- *		semaphore's holder beyond its permits; 08006 fewer than a quorum answered (spec
- *		§3 step 3); 55P03 an unlimited wait that lock_timeout bounded ran out after
+ *		semaphore's holder beyond its permits; 08006 (53200: masters out of memory)
+ *		fewer than a quorum answered (spec §3 step 3, redlock_report_unanswered); 55P03 an unlimited wait that lock_timeout bounded ran out after
  *		wait_ms milliseconds (spec §4).  resource: the resource (a set's first); what:
  *		the words for it, 'resource "name"' or a set's; permits: a semaphore's, else 0.
  */
@@ -275,12 +316,7 @@ redlock_report_not_acquired(const char *resource, const char *what, int permits,
 	if (result->status == REDLOCK_UNAVAILABLE)
 	{
 		redlock_report_worker_silent(resource, result);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not acquire lock on %s: %d of %d Redis masters answered, %d needed",
-						what, result->answered, result->node_count, result->quorum),
-				 redlock_errdetail_nodes(result),
-				 errhint("%s", REDLOCK_HINT_CHECK_MASTERS)));
+		redlock_report_unanswered(psprintf("acquire lock on %s", what), result);
 	}
 	if (bounded_by_lock_timeout)
 		ereport(ERROR,

@@ -17,6 +17,7 @@
 extern void redlock_warn_release(const RedlockReleaseInfo *info);
 extern void redlock_warn_release_at_abort(const RedlockReleaseInfo *info);
 extern int	redlock_errdetail_nodes(const RedlockResult *result);
+extern void redlock_report_unanswered(const char *doing, const RedlockResult *result);
 extern void redlock_warn_not_held(const char *resource);
 extern void redlock_report_worker_silent(const char *resource, const RedlockResult *result);
 extern void redlock_report_extend_failed(const char *resource, const RedlockResult *result);

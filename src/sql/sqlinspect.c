@@ -75,17 +75,12 @@ sqlinspect_fill(const RedlockLockState *state, const char *key, const WaiterList
 	nulls[10] = waiters->n < 0;
 }
 
-/* Raises 08006 for a look that fewer than a quorum of masters answered. */
+/* Raises 08006 (or 53200) for a look that fewer than a quorum of masters answered. */
 static void
 sqlinspect_require_quorum(const RedlockResult *result, const char *what)
 {
 	if (result->status == REDLOCK_UNAVAILABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not %s: %d of %d Redis masters answered, %d needed",
-						what, result->answered, result->node_count, result->quorum),
-				 redlock_errdetail_nodes(result),
-				 errhint("%s", REDLOCK_HINT_CHECK_MASTERS)));
+		redlock_report_unanswered(what, result);
 }
 
 /*
