@@ -464,6 +464,9 @@ sub redlock_node
 	my $guc = $redis->servers_guc;
 	$node->append_conf('postgresql.conf', qq{
 redlock.servers = '$guc'
+# The masters were just started without AOF: with the quarantine on they would be
+# left out of every quorum for its length (070 turns it on).
+redlock.restart_quarantine = 0
 restart_after_crash = on
 log_statement = none
 lc_messages = 'C'

@@ -250,6 +250,9 @@ rl_start_cluster()
 		lc_messages = 'C'
 		log_line_prefix = '%m [%p] '
 		redlock.servers = '$guc'
+		# The masters were just started without AOF: with the quarantine on they
+		# would be left out of every quorum for its length (TAP 070 tests it).
+		redlock.restart_quarantine = 0
 	EOF
 	[[ -n ${RL_PG_EXTRA_CONF:-} ]] && printf '%s\n' "$RL_PG_EXTRA_CONF" >>"$RL_PG_DATA/postgresql.conf"
 	rl_as_postgres "$RL_PGBIN/pg_ctl" -D "$RL_PG_DATA" -l "$RL_TMP/postgresql.log" \

@@ -132,6 +132,7 @@ sub listener_node
 	my $servers = join(',', map { "127.0.0.1:$_" } @{ $l->{ports} });
 	$node->append_conf('postgresql.conf', qq{
 redlock.servers = '$servers'
+redlock.restart_quarantine = 0
 redlock.password = 'never-in-clear'
 shared_preload_libraries = 'redlock'
 log_statement = none
