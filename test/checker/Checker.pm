@@ -280,6 +280,8 @@ sub run_scenario
 	}
 	set_servers($node, $guc) if $node->safe_psql('postgres', 'SHOW redlock.servers') ne $guc;
 	my $restore = delete $s{restart_masters_after};
+	my $settings = delete $s{node_settings} // {};
+	node_settings($node, $settings);
 	skew_callers($node, $s{skew_callers_ms}) if $s{skew_callers_ms};
 
 	# Redis settings for this run only (CONFIG SET on every master, again after each
@@ -299,8 +301,29 @@ sub run_scenario
 	skew_callers($node, 0) if $s{skew_callers_ms};
 	$redis->restart($_) for $restore ? 0 .. $redis->count - 1 : ();
 	$redis->redis_all('CONFIG', 'SET', $_, $saved{$_} // '') for sort keys %saved;
+	node_settings($node, { map { $_ => undef } keys %$settings });
 	die $error unless $r;
 	return $r;
+}
+
+# Sets NODE's settings from SETTINGS (name => value; undef: back to postgresql.conf's)
+# with ALTER SYSTEM and a reload, and waits until a new session sees them: a scenario's
+# settings for its run only (run_scenario's node_settings).
+sub node_settings
+{
+	my ($node, $settings) = @_;
+	return unless %$settings;
+	$node->safe_psql('postgres', join('',
+		map { defined $settings->{$_} ? "ALTER SYSTEM SET $_ = '$settings->{$_}';" : "ALTER SYSTEM RESET $_;" }
+		  sort keys %$settings) . 'SELECT pg_reload_conf();');
+	my $sql = join(' || ', map { "current_setting('$_')" } sort keys %$settings);
+	# A reset's target is postgresql.conf's value, which a session sees once the
+	# postmaster has read the file again.
+	Time::HiRes::usleep(300_000);
+	my $want = $node->safe_psql('postgres', "BEGIN; " . join('', map { defined $settings->{$_} ? "SET LOCAL $_ = '$settings->{$_}';" : '' } sort keys %$settings) . "SELECT $sql; COMMIT;");
+	PsqlSession::wait_until(10, sub { $node->safe_psql('postgres', "SELECT $sql") eq $want })
+	  or die "settings did not take effect: " . join(', ', sort keys %$settings);
+	return;
 }
 
 # The redlock.servers value naming masters I... of REDIS.

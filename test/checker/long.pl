@@ -49,7 +49,8 @@ GetOptions('seconds=i' => \$seconds) or die "usage: $0 [--seconds N] [SCENARIO .
 my @names = @ARGV
   ? @ARGV
   : (qw(baseline kill-minority-delayed sigstop latency kill-minority-aof kill-majority-aof
-  unsafe-majority-restart unsafe-short-ttl extend-shorter extend-longer unsafe-extend-ignored
+  unsafe-majority-restart kill-majority-quarantined unsafe-majority-restart-unquarantined
+  unsafe-short-ttl extend-shorter extend-longer unsafe-extend-ignored
   servers-grow-shrink unsafe-servers-change script-flush idle-timeout reload-loop extend-renew
   discard-release unsafe-discard-early fence-baseline fence-pause unsafe-fence-pause-unfenced
   fence-force-release unsafe-fence-force-release-unfenced

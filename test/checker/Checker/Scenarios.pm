@@ -227,6 +227,27 @@ my %SCENARIOS = (
 		expect_violations => 1,
 		faults => sub { _majority_restart(@_) },
 	},
+	# Issue 41: the client's restart quarantine.  TTL 3 s, quarantine 3 s: each restart
+	# leaves the three masters out for 3 s (08006 meanwhile), so they restart every 5 s.
+	'kill-majority-quarantined' => {
+		desc => 'kill -9 of 3 of 5 masters restarted at once without persistence while locks '
+		  . 'are held, redlock.restart_quarantine 3 s (issue 41): they count toward no quorum '
+		  . 'until they have been up 3 s',
+		masters => 'plain',
+		ttl_ms => 3000,
+		work_ms => 2000,
+		node_settings => { 'redlock.restart_quarantine' => '3000ms' },
+		faults => sub { _majority_restart($_[0], 5) },
+	},
+	'unsafe-majority-restart-unquarantined' => {
+		desc => 'NEGATIVE CONTROL: kill-majority-quarantined with redlock.restart_quarantine 0',
+		masters => 'plain',
+		ttl_ms => 3000,
+		work_ms => 2000,
+		node_settings => { 'redlock.restart_quarantine' => '0' },
+		expect_violations => 1,
+		faults => sub { _majority_restart($_[0], 5) },
+	},
 	'unsafe-short-ttl' => {
 		desc => 'NEGATIVE CONTROL: TTL 20 ms shorter than the 60 ms critical section',
 		masters => 'plain',

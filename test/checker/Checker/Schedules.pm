@@ -293,10 +293,11 @@ sub _majority_blips
 	return;
 }
 
-# Masters 0, 1 and 2 killed at once and restarted at once, every 2.5 s.
+# Masters 0, 1 and 2 killed at once and restarted at once, every PERIOD s (2.5).
 sub _majority_restart
 {
-	my ($f) = @_;
+	my ($f, $period) = @_;
+	$period //= 2.5;
 	my $t = 1.5;
 	while ($t + 0.8 < $f->{seconds})
 	{
@@ -305,7 +306,7 @@ sub _majority_restart
 		# At once: one after another, a loaded machine took 1.2 s, past the controls'
 		# window (a holder still working; a token within the same second).
 		$f->start_at_once(0, 1, 2);
-		$t += 2.5;
+		$t += $period;
 	}
 	return;
 }
