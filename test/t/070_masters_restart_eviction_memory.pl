@@ -89,6 +89,13 @@ isnt($out, 't', 'three masters restarted empty: session B does not get rq while 
 like($err, qr/08006.*2 of 5 Redis masters answered and 3 more are left out of quorums, 3 needed/s,
 	'... 08006: the three restarted masters are left out')
   or diag($err);
+# Every kind's round counts the same way: a set and a shared lock (scripts) too.
+($out, $err) = sql($b, "SELECT redlock_acquire(ARRAY['rq', 'rq-other'], 3500)");
+isnt($out, 't', '... nor a set that takes rq');
+like($err, qr/08006.*3 more are left out of quorums/s, '... 08006 too') or diag($err);
+($out, $err) = sql($b, "SELECT redlock_acquire_shared('rq', 3500)");
+isnt($out, 't', '... nor a shared lock on rq');
+like($err, qr/08006.*3 more are left out of quorums/s, '... 08006 too') or diag($err);
 my @nodes = split /\n/, (sql($b, "SELECT node || '|' || coalesce(last_error, '') FROM redlock_nodes() ORDER BY node"))[0];
 is(scalar(grep { /\|left out for \d+ s more: restarted/ } @nodes), 3,
 	'... redlock_nodes() shows the three as left out, with why');
@@ -163,6 +170,26 @@ like($err, qr/WARNING:.*is left out of every quorum.*maxmemory-policy volatile-t
 sql($f, 'SELECT redlock_release_all()');
 $redis->redis_cli($_, 'CONFIG', 'SET', 'maxmemory-policy', 'noeviction') for 0 .. 4;
 
+# --- a user that may not run CONFIG still counts; one that may not run INFO does not ---
+
+my $pw = 'probe-pw';
+$redis->redis_all('ACL', 'SETUSER', 'noconfig', 'on', ">$pw", '~*', '&*', '+@all', '-config');
+$redis->redis_all('ACL', 'SETUSER', 'noinfo', 'on', ">$pw", '~*', '&*', '+@all', '-info');
+my $h = session($node);
+sql($h, "SET redlock.username = 'noconfig'; SET redlock.password = '$pw'");
+($out, $err) = sql($h, "SELECT redlock_acquire('acl-probe', 3000)");
+is($out, 't', 'CONFIG refused (appendfsync unknown): the masters still count, up long enough')
+  or diag($err);
+sql($h, "SELECT redlock_release('acl-probe')");
+sql($h, "SET redlock.username = 'noinfo'");
+($out, $err) = sql($h, "SELECT redlock_acquire('acl-probe', 3000)");
+like($err, qr/08006.*0 of 5 Redis masters answered and 5 more are left out of quorums.*DETAIL:.*left out: INFO was refused: NOPERM/s,
+	'INFO refused: every master left out, the detail says why');
+($check) = sql($h, "SELECT string_agg(DISTINCT verdict || ': ' || hint, ',') FROM redlock_check()");
+like($check, qr/^left out: Grant the Redis user redlock connects as the INFO command/,
+	'redlock_check(): left out, with a hint to grant INFO');
+sql($h, 'RESET redlock.username; RESET redlock.password');
+
 # --- a master out of memory is reported as such, not as silent ---
 
 $redis->redis_cli($_, 'CONFIG', 'SET', 'maxmemory', '1') for 0 .. 2;
@@ -179,6 +206,6 @@ $redis->redis_cli($_, 'CONFIG', 'SET', 'maxmemory', '0') for 0 .. 4;
 is($out, 't', 'memory back: acquired') or diag($err);
 sql($g, "SELECT redlock_release('oom')");
 
-$_->quit for ($a, $b, $short, $a2, $b2, $c, $d, $e, $f, $g);
+$_->quit for ($a, $b, $short, $a2, $b2, $c, $d, $e, $f, $g, $h);
 RedisMasters::no_crash($node);
 done_testing();
