@@ -259,8 +259,7 @@ redlock_report_extend_failed(const char *resource, const RedlockResult *result)
 }
 
 /* The words for what this backend holds of a resource (redlock_locktable_kind). */
-static /* The words for what this backend holds of a resource (redlock_locktable_kind). */
-char *
+static char *
 messages_kind_words(int kind)
 {
 	if (kind == REDLOCK_KIND_LOCK)
