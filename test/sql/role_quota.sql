@@ -30,7 +30,7 @@ SELECT redlock_acquire('regress-rq-1') AS reacquire_takes_nothing_more,
        redlock_release('regress-rq-1') AS one_hold_of_two;
 SELECT redlock_acquire('regress-rq-4');
 SELECT redlock_acquire(ARRAY['regress-rq-5', 'regress-rq-6']);
-SELECT redlock_claim('regress-rq-claim', 1000);
+SELECT redlock_claim('regress-rq-claim', 30000);
 BEGIN;
 SELECT redlock_xact_acquire('regress-rq-4');
 ROLLBACK;
@@ -44,10 +44,13 @@ EXCEPTION WHEN configuration_limit_exceeded THEN
   RAISE NOTICE 'refused with SQLSTATE %', SQLSTATE;
 END $$;
 SELECT resource FROM redlock_locks() ORDER BY 1;
-SELECT held FROM redlock_lock_info('regress-rq-4');
+SELECT held AS lock_on_masters FROM redlock_lock_info('regress-rq-4');
+SELECT held AS claim_on_masters FROM redlock_lock_info('regress-rq-claim');
 
--- A release gives its share back; a claim takes it until its TTL has run out.
+-- A release gives its share back; a claim not taken (held elsewhere: here a shared
+-- lock) gives it back at once, one taken keeps it until its TTL has run out.
 SELECT redlock_release('regress-rq-1');
+SELECT redlock_claim('regress-rq-2', 5000) AS busy, redlock_claim('regress-rq-2', 5000) AS busy;
 SELECT redlock_claim('regress-rq-claim', 5000);
 SELECT redlock_acquire('regress-rq-4');
 DO $$
@@ -71,6 +74,14 @@ SELECT redlock_xact_acquire(ARRAY['regress-rq-5', 'regress-rq-6']);
 SELECT redlock_acquire('regress-rq-7'), redlock_acquire('regress-rq-8');
 ROLLBACK;
 SELECT redlock_acquire(ARRAY['regress-rq-5', 'regress-rq-6', 'regress-rq-7']);
+SELECT redlock_release_all();
+
+-- A set refused part way leaves the count as it was.
+SELECT redlock_acquire('regress-rq-1'), redlock_acquire('regress-rq-2');
+\set VERBOSITY default
+SELECT redlock_acquire(ARRAY['regress-rq-5', 'regress-rq-6']);
+\set VERBOSITY terse
+SELECT redlock_acquire('regress-rq-5');
 SELECT redlock_release_all();
 
 RESET SESSION AUTHORIZATION;

@@ -9,7 +9,7 @@
 #   those of two backends of the role together, from the acquire until the entry goes:
 #   a release, a rolled-back transaction, a committed transaction's own locks and a
 #   terminated backend each give their share back; a set that would pass the limit is
-#   refused whole, none of its keys set;
+#   refused whole, none of its keys set, the role's count left as it was;
 # - the shared table counts at most MaxBackends + 1000 roles: one more role is refused
 #   with 53400 (roles counted already go on), and roles whose claims ran out make room.
 
@@ -63,11 +63,13 @@ like($err, qr/HINT:.*ALTER ROLE \.\.\. SET redlock\.max_locks_per_role/, '... th
 ($out, $err) = sql($carol, "SELECT redlock_acquire('carol-lock', 30000)");
 like($err, $refused, 'a lock is refused too while the claims live');
 ($out, $err) = sql($carol, "SET ROLE bob; SELECT redlock_claim('claim-as-bob', 30000)");
-like($err, qr/53400: role "carol" has 5 locks/, 'SET ROLE bob: still carol\'s count (the session user)');
+like($err, qr/53400: role "carol" has 5 locks/, 'SET ROLE bob: a claim is still carol\'s count (the session user)');
+($out, $err) = sql($carol, "SELECT redlock_acquire('lock-as-bob', 30000)");
+like($err, qr/53400: role "carol" has 5 locks/, '... and a lock too');
 sql($carol, 'RESET ROLE');
 is(sent(), $before, 'nothing of the refused requests reached the masters');
-is($redis->holding('claim-6', 0) + $redis->holding('carol-lock', 0) + $redis->holding('claim-as-bob', 0),
-	0, '... no key of theirs on any master');
+is(join(',', map { $redis->holding($_, 0) } qw(claim-6 carol-lock claim-as-bob lock-as-bob)),
+	'0,0,0,0', '... no key of theirs on any master');
 
 my $bob = session($node, 'postgres', extra_params => ['-U', 'bob']);
 ($out) = sql($bob, join(' UNION ALL ', map { "SELECT redlock_claim('bob-claim-$_', 2000)" } 1 .. 6)
@@ -129,10 +131,13 @@ sql($a1, "SELECT redlock_release(ARRAY['s1', 's2']), redlock_release('sh')");
 like($err, qr/53400: role "alice" has 2 locks .*DETAIL:.*Each resource of the set is a lock: 4 more/s,
 	'a set that would pass the limit is refused whole (the count before it, and what it asks)');
 is($redis->holding('t1', 0) + $redis->holding('t3', 0), 0, '... none of its keys set');
-($out) = sql($a1, "SELECT redlock_acquire(ARRAY['t1', 't2', 't3'], 60000)");
-is($out, 't', '... and the role is left as it was: a set of 3 fits');
+($out) = sql($a1, "SELECT redlock_acquire('u1', 60000), redlock_acquire('u2', 60000), redlock_acquire('u3', 60000)");
+is($out, 't|t|t', '... and the role is left as it was: 3 locks fit');
 ($out) = sql($a1, 'SELECT redlock_release_all()');
 is($out, '5', 'alice releases her 5 locks');
+($out) = sql($a1, "SELECT redlock_acquire(ARRAY['t1', 't2', 't3', 't4', 't5'], 60000)");
+is($out, 't', 'a set of 5 fits then');
+sql($a1, 'SELECT redlock_release_all()');
 ($out) = sql($a1, "SELECT redlock_acquire('keep', 60000)");
 is($out, 't', 'alice keeps one lock (her role stays counted)');
 
