@@ -256,8 +256,7 @@ redlock_refuse_other_kind(const char *resource, int kind)
 
 /*
  * redlock_report_not_acquired
- *		Raises what an acquire that failed means, or returns for a plain false: 53400
- *		refused for its role's count of locks (redlock_report_over_quota); 55000 a
+ *		Raises what an acquire that failed means, or returns for a plain false: 55000 a
  *		semaphore's holder beyond its permits; 08006 fewer than a quorum answered (spec
  *		§3 step 3); 55P03 an unlimited wait that lock_timeout bounded ran out after
  *		wait_ms milliseconds (spec §4).  resource: the resource (a set's first); what:
@@ -267,7 +266,6 @@ void
 redlock_report_not_acquired(const char *resource, const char *what, int permits,
 						const RedlockResult *result, bool bounded_by_lock_timeout, int wait_ms)
 {
-	redlock_report_over_quota(&result->quota);
 	if (result->beyond_slot > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
