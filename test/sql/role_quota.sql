@@ -81,7 +81,7 @@ SELECT redlock_acquire('regress-rq-1'), redlock_acquire('regress-rq-2');
 \set VERBOSITY default
 SELECT redlock_acquire(ARRAY['regress-rq-5', 'regress-rq-6']);
 \set VERBOSITY terse
-SELECT redlock_acquire('regress-rq-5');
+SELECT redlock_acquire('regress-rq-9');
 SELECT redlock_release_all();
 
 RESET SESSION AUTHORIZATION;
