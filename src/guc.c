@@ -49,6 +49,7 @@ int			redlock_commit_margin_ms = 100;
 bool		redlock_auto_extend = false;
 bool		redlock_record_holder = true;
 bool		redlock_cancel_on_loss = true;
+int			redlock_max_locks_per_role = 10000;
 bool		redlock_test_commit_guard_first = true;	/* a setting in test builds only */
 int			redlock_max_auto_extended_locks = 1000;
 int			redlock_max_auto_extended_locks_per_role = 100;
@@ -585,6 +586,23 @@ RedlockGucInit(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * So that one role cannot fill the masters (with noeviction, every other role's
+	 * acquire would then fail until its keys expire): its locks of every kind and its
+	 * claims, counted by shared/rolequota.c.  Superuser-only, settable per role (ALTER
+	 * ROLE ... SET).  A count, no unit.
+	 */
+	DefineCustomIntVariable("redlock.max_locks_per_role",
+							"Locks and claims the sessions of one role (by session user) can have on the Redis masters at once.",
+							"Every lock counts (each resource of a set, each permit) from its acquire "
+							"until it is released, and every claim until its TTL runs out. Counted "
+							"for the whole cluster when redlock is preloaded, else per backend.",
+							&redlock_max_locks_per_role,
+							10000, 1, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 
 	/* Sizes shared memory: only when preloaded (later, PostgreSQL refuses it). */
 	if (process_shared_preload_libraries_in_progress)

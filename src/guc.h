@@ -27,6 +27,7 @@ extern bool redlock_cancel_on_loss;
 extern bool redlock_test_commit_guard_first;
 extern int	redlock_max_auto_extended_locks;
 extern int	redlock_max_auto_extended_locks_per_role;
+extern int	redlock_max_locks_per_role;
 extern int	redlock_quorum;
 extern int	redlock_max_ttl_ms;
 extern int	redlock_restart_quarantine_ms;

@@ -14,6 +14,7 @@
 #include "scripts/scripts.h"
 #include "shared/lockconfig.h"
 #include "shared/registry.h"
+#include "shared/rolequota.h"
 #include "shared/stats.h"
 #include "shared/waiters.h"
 #include "worker/worker.h"
@@ -27,7 +28,7 @@ void		_PG_init(void);
  *		Defines the redlock.* GUCs and registers the Lua scripts when the library is
  *		loaded.  When it is preloaded, *		also asks for shared memory (cluster-wide counters, the registry of
  *		auto-extended locks and the configurations they were taken under, the waiter
- *		board) and registers the background worker that renews them.
+ *		board, the role quotas) and registers the background worker that renews them.
  */
 void
 _PG_init(void)
@@ -38,5 +39,6 @@ _PG_init(void)
 	RedlockRegistryInit();
 	RedlockLockConfigInit();
 	RedlockWaitersInit();
+	RedlockRoleQuotaInit();
 	RedlockWorkerInit();
 }

@@ -209,6 +209,23 @@ typedef enum RedlockStatus
 	REDLOCK_UNAVAILABLE			/* fewer than a quorum of nodes answered at all */
 } RedlockStatus;
 
+/*
+ * An acquire or a claim refused before anything was sent, by the count of what the
+ * role's sessions have on the masters from this cluster (shared/rolequota.c,
+ * redlock.max_locks_per_role).
+ */
+typedef struct RedlockQuotaRefusal
+{
+	bool		refused;		/* false: not refused so (the rest means nothing) */
+	bool		roles_full;		/* too many roles counted at once, rather than this
+								 * role at its limit */
+	Oid			role;			/* the role charged: the session user */
+	int			live;			/* its locks and claims counted then */
+	int			limit;			/* redlock.max_locks_per_role in force; roles_full:
+								 * the roles counted at most */
+	int			asked;			/* what the call asked for: 1, or a set's resources */
+} RedlockQuotaRefusal;
+
 /* The outcome of one quorum operation. */
 typedef struct RedlockResult
 {
@@ -229,6 +246,8 @@ typedef struct RedlockResult
 	int			beyond_slot;	/* a semaphore's acquire: a slot past its permits that a
 								 * quorum holds (another caller gives more permits);
 								 * the attempt is then refused; 0: none */
+	RedlockQuotaRefusal quota;	/* refused before anything was sent (quota.refused):
+								 * no quorum operation at all then */
 } RedlockResult;
 
 /*

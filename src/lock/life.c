@@ -34,11 +34,18 @@
  * transactions and of the backend send them from cleanup, where no error may be
  * raised; the others raise XX000 when sent from a state they do not leave.
  *
+ * A lock's life is also its place on the masters, counted against its role's
+ * redlock.max_locks_per_role (shared/rolequota.c): redlock_life_begin charges it to
+ * the session user before anything of its acquire is sent, and DROP refunds it to
+ * that same role, whatever happened between (released, undone, lost, aborted, the
+ * backend's exit).  Nothing else charges or refunds a lock.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 
 #include "clock.h"
 #include "guc.h"
@@ -46,6 +53,7 @@
 #include "lock/locktable.h"
 #include "shared/lease.h"
 #include "shared/registry.h"
+#include "shared/rolequota.h"
 #include "wire/nodeset.h"
 
 /* Locks RELEASING or UNDOING: their release under way, or interrupted. */
@@ -63,9 +71,10 @@ life_lets_go(RedlockLife life)
 
 /*
  * redlock_life_move
- *		Moves lock by event, as drawn above.  lock: an entry of the lock table.  Raises
- *		XX000 when event does not leave lock's state (a bug), except LET_GO and DROP,
- *		which raise nothing.
+ *		Moves lock by event, as drawn above; DROP also refunds its place on the masters
+ *		to the role redlock_life_begin charged.  lock: an entry of the lock table.
+ *		Raises XX000 when event does not leave lock's state (a bug), except LET_GO and
+ *		DROP, which raise nothing.
  */
 void
 redlock_life_move(RedlockHeldLock *lock, RedlockLifeEvent event)
@@ -102,8 +111,34 @@ redlock_life_move(RedlockHeldLock *lock, RedlockLifeEvent event)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg_internal("redlock: lock on resource \"%s\" is %s, and cannot take event %d",
 								 lock->resource, life_names[from], (int) event)));
+	if (to == REDLOCK_LIFE_GONE && OidIsValid(lock->charged_role))
+	{
+		redlock_rolequota_refund(lock->charged_role);
+		lock->charged_role = InvalidOid;
+	}
 	letting_go_total += (int) life_lets_go(to) - (int) life_lets_go(from);
 	lock->life = to;
+}
+
+/*
+ * redlock_life_begin
+ *		Starts the life of lock, a new entry of the lock table (ACQUIRING, nothing sent
+ *		yet): charges its place on the masters to this backend's session user
+ *		(shared/rolequota.c), which DROP refunds.  Returns false, charging nothing and
+ *		with *refusal filled, when that role has redlock.max_locks_per_role locks and
+ *		claims counted already (or no room is left for one more role): the caller
+ *		drops lock then, and sends nothing.  Raises only out-of-memory errors.
+ */
+bool
+redlock_life_begin(RedlockHeldLock *lock, RedlockQuotaRefusal *refusal)
+{
+	Oid			role = GetSessionUserId();
+
+	Assert(lock->life == REDLOCK_LIFE_ACQUIRING && !OidIsValid(lock->charged_role));
+	if (!redlock_rolequota_charge(role, refusal))
+		return false;
+	lock->charged_role = role;
+	return true;
 }
 
 /*

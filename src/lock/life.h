@@ -40,6 +40,7 @@ typedef enum RedlockLifeEvent
 	REDLOCK_LIFE_DROP			/* the entry leaves the table: -> GONE */
 } RedlockLifeEvent;
 
+extern bool redlock_life_begin(struct RedlockHeldLock *lock, RedlockQuotaRefusal *refusal);
 extern void redlock_life_move(struct RedlockHeldLock *lock, RedlockLifeEvent event);
 extern bool redlock_life_held(const struct RedlockHeldLock *lock);
 extern bool redlock_life_won(const struct RedlockHeldLock *lock);

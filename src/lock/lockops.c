@@ -18,6 +18,8 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+
 #include "clock.h"
 #include "guc.h"
 #include "lock/leasewatch.h"
@@ -30,6 +32,7 @@
 #include "protocol/quorumshared.h"
 #include "redlock.h"
 #include "shared/registry.h"
+#include "shared/rolequota.h"
 #include "shared/stats.h"
 #include "shared/waiters.h"
 #include "validity.h"
@@ -129,7 +132,9 @@ redlock_lock_refreshed(RedlockHeldLock *lock, int ttl_ms, bool expired,
  * result: the quorum outcome of the request that decided.
  *
  * Returns REDLOCK_HELD, or REDLOCK_FAILED with result->status BUSY or UNAVAILABLE (no
- * hold added; a lock found lost is then forgotten with all its holds).  Raises what an
+ * hold added; a lock found lost is then forgotten with all its holds), or with
+ * result->quota.refused when a new lock would take its role past
+ * redlock.max_locks_per_role (shared/rolequota.c: nothing was sent).  Raises what an
  * interrupted network wait raises; the hold logged before the request is then taken
  * back by the abort.
  */
@@ -183,7 +188,14 @@ redlock_lock_acquire(const char *resource, int kind, RedlockScope scope, int ttl
 	}
 
 	if (lock == NULL)
-		lock = redlock_locktable_create(resource, kind, set);
+	{
+		/* Refused for its role's count of locks: nothing sent (result->quota says). */
+		memset(result, 0, sizeof(*result));
+		result->status = REDLOCK_BUSY;
+		lock = redlock_locktable_create(resource, kind, set, &result->quota);
+		if (lock == NULL)
+			return REDLOCK_FAILED;
+	}
 	else
 	{
 		/* Lost: acquire afresh on the configuration in force, keeping the holds. */
@@ -232,15 +244,18 @@ redlock_lock_acquire(const char *resource, int kind, RedlockScope scope, int ttl
  * redlock_lock_claim
  *		One quorum acquire of resource for ttl_ms milliseconds (spec §3) that never
  *		enters the lock table: nothing releases it, at commit, abort or exit; it ends
- *		when its TTL runs out, so one caller per resource wins within the TTL.
+ *		when its TTL runs out, so one caller per resource wins within the TTL.  It is
+ *		counted against its role's redlock.max_locks_per_role (shared/rolequota.c)
+ *		from before it is sent until its key can have expired; one that was not taken
+ *		stops counting at once.
  *
  * resource, ttl_ms: checked by the caller, as for redlock_lock_acquire.
  * result: the quorum outcome (BUSY: claimed elsewhere; UNAVAILABLE: fewer than a
- *		quorum answered).
+ *		quorum answered), or result->quota.refused with nothing sent.
  *
  * Returns true when claimed.  Raises what an interrupted network wait raises (an
- * attempt cut short then lives until its TTL runs out) and XX000 if the strong random
- * source fails.
+ * attempt cut short then lives until its TTL runs out, and is counted as long) and
+ * XX000 if the strong random source fails.
  */
 bool
 redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result)
@@ -248,12 +263,23 @@ redlock_lock_claim(const char *resource, int ttl_ms, RedlockResult *result)
 	char		token[REDLOCK_TOKEN_LEN + 1];
 	char	   *key;
 	char	   *holder = NULL;
+	Oid			role = GetSessionUserId();
+	double		drift_ms = redlock_clock_drift_ms(ttl_ms);
+	double		until_ms = redlock_clock_ms() + ttl_ms + drift_ms;
 
 	key = redlock_locktable_make_key(resource, NULL);
 	if (redlock_record_holder)
 		holder = redlock_holder_record("claim");
-	redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, holder, NULL,
-						   false, result);
+	memset(result, 0, sizeof(*result));
+	result->status = REDLOCK_BUSY;
+	if (redlock_rolequota_claim(role, until_ms, &result->quota))
+	{
+		redlock_quorum_acquire(redlock_nodeset_current(), key, token, ttl_ms, 0, holder,
+							   NULL, false, result);
+		/* Its key, if set, was set before the reply: it expires by now + TTL + drift. */
+		redlock_rolequota_claim_end(role, until_ms, result->status == REDLOCK_OK ?
+									redlock_clock_ms() + ttl_ms + drift_ms : 0);
+	}
 	pfree(key);
 	if (holder)
 		pfree(holder);

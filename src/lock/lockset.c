@@ -50,8 +50,11 @@ static int64 last_set_id = 0;
  * result: the quorum outcome of the last attempt.
  *
  * Returns REDLOCK_HELD, or REDLOCK_FAILED with result->status BUSY or UNAVAILABLE (no
- * hold added anywhere).  Raises what an interrupted network wait raises; the holds
- * logged before the request are then taken back by the abort, which releases the keys.
+ * hold added anywhere), or with result->quota.refused when the set's locks would take
+ * its role past redlock.max_locks_per_role (nothing sent; quota.live: what the role
+ * had before the set, quota.asked: n).  Raises what an interrupted network wait
+ * raises; the holds logged before the request are then taken back by the abort, which
+ * releases the keys.
  */
 RedlockHoldStatus
 redlock_lockset_acquire(const char *const *resources, int n, RedlockScope scope,
@@ -79,9 +82,26 @@ redlock_lockset_acquire(const char *const *resources, int n, RedlockScope scope,
 			break;
 		}
 	}
+	/* Each resource is a lock of its role's count: all of them, or nothing is sent. */
+	memset(result, 0, sizeof(*result));
+	result->status = REDLOCK_BUSY;
 	for (int k = 0; k < n; k++)
 	{
-		locks[k] = redlock_locktable_create(resources[k], 0, set);
+		locks[k] = redlock_locktable_create(resources[k], 0, set, &result->quota);
+		if (locks[k] != NULL)
+			continue;
+		for (int j = 0; j < k; j++)
+			redlock_locktable_drop(locks[j]);
+		if (!result->quota.roles_full)
+			result->quota.live -= k;	/* the set's own, dropped again */
+		result->quota.asked = n;
+		pfree(tokens);
+		pfree(keys);
+		pfree(locks);
+		return REDLOCK_FAILED;
+	}
+	for (int k = 0; k < n; k++)
+	{
 		locks[k]->set_id = set_id;
 		redlock_locktable_add_hold(locks[k], scope);
 		if (redlock_auto_extend)

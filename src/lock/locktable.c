@@ -186,11 +186,15 @@ lt_set_key(RedlockHeldLock *lock)
 /*
  * redlock_locktable_create
  *		A new entry for resource, on set (pinned), with its key but no token or hold
- *		yet.  kind: REDLOCK_KIND_LOCK, REDLOCK_KIND_SHARED, or 1..REDLOCK_MAX_PERMITS
- *		for a semaphore's permit.  Raises what redlock_locktable_make_key raises.
+ *		yet, its life begun (life.c: charged to its role).  kind: REDLOCK_KIND_LOCK,
+ *		REDLOCK_KIND_SHARED, or 1..REDLOCK_MAX_PERMITS for a semaphore's permit.
+ *		Returns NULL, with *refusal filled and no entry made, when the role has
+ *		redlock.max_locks_per_role locks and claims already (redlock_life_begin).
+ *		Raises what redlock_locktable_make_key raises.
  */
 RedlockHeldLock *
-redlock_locktable_create(const char *resource, int kind, RedlockNodeSet *set)
+redlock_locktable_create(const char *resource, int kind, RedlockNodeSet *set,
+						 RedlockQuotaRefusal *refusal)
 {
 	RedlockHeldLock *lock;
 
@@ -213,6 +217,11 @@ redlock_locktable_create(const char *resource, int kind, RedlockNodeSet *set)
 	PG_END_TRY();
 	lock->set = set;
 	redlock_nodeset_pin(set);
+	if (!redlock_life_begin(lock, refusal))
+	{
+		redlock_locktable_drop(lock);
+		return NULL;
+	}
 	return lock;
 }
 

@@ -39,6 +39,8 @@ typedef struct RedlockHeldLock
 	char		token[REDLOCK_TOKEN_LEN + 1];	/* of the latest acquire attempt */
 	RedlockNodeSet *set;		/* the masters it was taken on */
 	RedlockLife life;			/* where it stands (life.c; changed only there) */
+	Oid			charged_role;	/* the role its place on the masters is charged to
+								 * (life.c, shared/rolequota.c); InvalidOid: none */
 	int			ttl_ms;			/* TTL last set on the masters */
 	int			nodes;			/* masters that accepted it last */
 	TimestampTz acquired_at;
@@ -60,7 +62,8 @@ typedef struct RedlockHeldLock
 
 extern RedlockHeldLock *redlock_locktable_find(const char *resource);
 extern RedlockHeldLock *redlock_locktable_create(const char *resource, int kind,
-												 RedlockNodeSet *set);
+												 RedlockNodeSet *set,
+												 RedlockQuotaRefusal *refusal);
 extern char **redlock_locktable_slot_keys(const RedlockHeldLock *lock);
 extern void redlock_locktable_take_slot(RedlockHeldLock *lock, char **slot_keys, int slot);
 extern void redlock_locktable_acquired(RedlockHeldLock *lock, int ttl_ms,

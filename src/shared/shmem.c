@@ -22,7 +22,7 @@
 
 #include "shared/shmem.h"
 
-/* Areas the modules register: stats, registry, lock configurations, waiters. */
+/* Areas the modules register: stats, registry, lock configurations, waiters, role quotas. */
 #define SHMEM_MAX_AREAS 8
 
 static const RedlockShmemArea *shmem_areas[SHMEM_MAX_AREAS];
@@ -40,6 +40,8 @@ shmem_request(void)
 	for (int i = 0; i < shmem_area_count; i++)
 	{
 		RequestAddinShmemSpace(MAXALIGN(shmem_areas[i]->size()));
+		if (shmem_areas[i]->also_size)
+			RequestAddinShmemSpace(shmem_areas[i]->also_size());
 		if (shmem_areas[i]->with_lock)
 			RequestNamedLWLockTranche(shmem_areas[i]->name, 1);
 	}

@@ -11,12 +11,18 @@
 
 #include "storage/lwlock.h"
 
-/* One area of shared memory a module keeps (stats, registry, lock configurations, waiters). */
+/*
+ * One area of shared memory a module keeps (stats, registry, lock configurations, waiters,
+ * role quotas).
+ */
 typedef struct RedlockShmemArea
 {
 	const char *name;			/* ShmemInitStruct's name, and the LWLock tranche's */
 	Size		(*size) (void); /* bytes; GUCs and MaxBackends are final when called */
 	bool		with_lock;		/* one LWLock of its own, passed to attach */
+	Size		(*also_size) (void);	/* NULL, or bytes asked for beside the area, for
+										 * what attach allocates itself (a shared hash
+										 * table: ShmemInitHash) */
 
 	/*
 	 * Called in every process that attaches: keeps area in the module's statics,

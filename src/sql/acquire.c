@@ -52,6 +52,7 @@ sql_acquire(FunctionCallInfo fcinfo, RedlockScope scope, int kind, int first)
 		return true;
 	}
 
+	redlock_report_over_quota(&result.quota);
 	redlock_report_not_acquired(resource, psprintf("resource \"%s\"", resource), Max(kind, 0),
 							&result, bounded_by_lock_timeout, wait_ms);
 	return false;
@@ -85,6 +86,7 @@ sql_acquire_set(FunctionCallInfo fcinfo, RedlockScope scope)
 	if (redlock_lockset_acquire((const char *const *) resources, n, scope, ttl_ms, wait_ms,
 								&result) == REDLOCK_HELD)
 		return true;
+	redlock_report_over_quota(&result.quota);
 	redlock_report_not_acquired(resources[0], redlock_set_words(resources, n), 0, &result,
 							bounded_by_lock_timeout, wait_ms);
 	return false;
@@ -111,7 +113,8 @@ sql_acquire_set(FunctionCallInfo fcinfo, RedlockScope scope)
  * one day or too short to leave validity after drift, negative wait, no servers
  * configured; 25000 in a parallel worker; 08006 fewer than a quorum of masters
  * answered (errdetail names each failure): at once with wait_ms 0, else when the wait
- * ran out with the last attempt unanswered; 55P03 lock_timeout ran out.
+ * ran out with the last attempt unanswered; 55P03 lock_timeout ran out; 53400 a new
+ * lock would take the session user past redlock.max_locks_per_role (nothing is sent).
  */
 PG_FUNCTION_INFO_V1(redlock_acquire);
 Datum

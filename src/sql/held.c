@@ -110,7 +110,9 @@ redlock_extend_set(PG_FUNCTION_ARGS)
  * Returns true when claimed, false when claimed elsewhere.
  * Errors: 22004 NULL resource or TTL; 22023 empty or too long resource, bad TTL, no
  * servers configured; 25000 in a parallel worker; 08006 fewer than a quorum of
- * masters answered.
+ * masters answered; 53400 the role (the session user) has redlock.max_locks_per_role
+ * locks and claims on the masters from this cluster already (nothing is sent).  A
+ * claim counts against that limit until its TTL runs out.
  */
 PG_FUNCTION_INFO_V1(redlock_claim);
 Datum
@@ -124,6 +126,7 @@ redlock_claim(PG_FUNCTION_ARGS)
 	redlock_sqlarg_require_servers();
 	if (redlock_lock_claim(resource, ttl_ms, &result))
 		PG_RETURN_BOOL(true);
+	redlock_report_over_quota(&result.quota);
 	if (result.status == REDLOCK_UNAVAILABLE)
 		redlock_report_unanswered(psprintf("claim resource \"%s\"", resource), &result);
 	PG_RETURN_BOOL(false);

@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
 
@@ -340,4 +341,40 @@ redlock_set_words(char **resources, int n)
 	for (int k = 0; k < n; k++)
 		appendStringInfo(&buf, "%s\"%s\"", k > 0 ? ", " : "", resources[k]);
 	return buf.data;
+}
+
+/*
+ * redlock_report_over_quota
+ *		Raises 53400 when quota says an acquire or a claim was refused, before anything
+ *		was sent, for what its role (the session user) has on the masters from this
+ *		cluster (redlock.max_locks_per_role, shared/rolequota.c); returns otherwise.
+ */
+void
+redlock_report_over_quota(const RedlockQuotaRefusal *quota)
+{
+	const char *role;
+
+	if (!quota->refused)
+		return;
+	role = GetUserNameFromId(quota->role, true);
+	if (role == NULL)
+		role = psprintf("%u", quota->role);
+	if (quota->roles_full)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many roles have locks on the Redis masters from this cluster"),
+				 errdetail("Locks and claims are counted for at most %d roles at once, and role \"%s\" would be one more.",
+						   quota->limit, role),
+				 errhint("Wait for claims to expire, or release locks.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg_plural("role \"%s\" has %d lock on the Redis masters from this cluster",
+						   "role \"%s\" has %d locks on the Redis masters from this cluster",
+						   quota->live, role, quota->live),
+			 quota->asked > 1 ?
+			 errdetail("Each resource of the set is a lock: %d more. Every lock of the role's sessions here counts, of every kind, until it is released, and every claim until its TTL runs out; redlock.max_locks_per_role is %d for this role.",
+					   quota->asked, quota->limit) :
+			 errdetail("Every lock of the role's sessions here counts, of every kind (each resource of a set, each permit), until it is released, and every claim until its TTL runs out; redlock.max_locks_per_role is %d for this role.",
+					   quota->limit),
+			 errhint("Release some of its locks or wait for its claims to expire; a superuser can raise the limit for this role with ALTER ROLE ... SET redlock.max_locks_per_role.")));
 }

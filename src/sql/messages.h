@@ -26,5 +26,6 @@ extern void redlock_report_not_acquired(const char *resource, const char *what, 
 										const RedlockResult *result,
 										bool bounded_by_lock_timeout, int wait_ms);
 extern char *redlock_set_words(char **resources, int n);
+extern void redlock_report_over_quota(const RedlockQuotaRefusal *quota);
 
 #endif							/* REDLOCK_MESSAGES_H */
