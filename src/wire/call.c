@@ -324,63 +324,6 @@ call_command_of(const CallState *cs, const RedlockOwed *entry)
 }
 
 /*
- * Takes in a probe's reply on node's connection (INFO's text, CONFIG GET's pair, or an
- * error that leaves what it asked unknown): masterinfo.c keeps what it says.
- */
-static void
-call_node_read_probe(RedlockNode *node, const void *reply)
-{
-	RedlockNodeOutcome probe;
-
-	memset(&probe, 0, sizeof(probe));
-	redlock_conn_reply_outcome(reply, true, &probe);
-	if (probe.kind == REDLOCK_REPLY_STRING)
-		redlock_masterinfo_read(&node->info, probe.text, node->progress_ms);
-	else
-		redlock_masterinfo_refused(&node->info, probe.kind == REDLOCK_REPLY_ERROR
-								   ? probe.error : "an unexpected reply");
-	if (probe.text)
-		pfree(probe.text);
-}
-
-/*
- * Whether a reply of node read now counts toward a quorum (masterinfo.c: not after a
- * restart without its data within the quarantine, not when it may evict keys, not from
- * a master that did not say what it is), late or not.  One that does not sets
- * node->left_out and marks the master down with the reason, for the reports
- * (nodeset.c) and redlock_nodes(), until a reply of it counts again.  facts_only: a
- * reply to a question about the master itself (redlock_check), which is not judged.
- */
-static bool
-call_node_counts(RedlockNode *node, bool facts_only)
-{
-	char		why[REDLOCK_NODE_ERROR_LEN];
-
-	if (facts_only)
-		return !node->left_out;
-	node->left_out = redlock_masterinfo_left_out(&node->info, node->progress_ms, why,
-												 sizeof(why));
-	if (node->left_out)
-		redlock_node_note_error(node, why);
-	return !node->left_out;
-}
-
-/*
- * Turns outcome, a reply of node that does not count (node->left_out), into a failure
- * with the reason (node's last error).
- */
-static void
-call_node_leave_out(RedlockNode *node, RedlockNodeOutcome *outcome)
-{
-	if (outcome->text)
-		pfree(outcome->text);
-	memset(outcome, 0, sizeof(*outcome));
-	outcome->kind = REDLOCK_REPLY_NONE;
-	outcome->left_out = true;
-	strlcpy(outcome->error, node->stats.last_error, sizeof(outcome->error));
-}
-
-/*
  * Reads what node i sent and consumes every complete reply, oldest first: handshake
  * replies (queued commands, then the call's, go out once the last one is read),
  * replies owed to earlier calls (counted and dropped), then this call's.  A script
@@ -430,31 +373,20 @@ call_node_read(CallState *cs, int i)
 		node->progress_ms = redlock_clock_ms();
 		call_progressed(cs, i);
 
-		if (entry.call_id == REDLOCK_CALL_ID_PROBE)
+		if (entry.call_id <= REDLOCK_CALL_ID_PROBE)
 		{
-			/* INFO or CONFIG GET: what the master is (masterinfo.c); never fatal. */
-			call_node_read_probe(node, reply);
-			redlock_conn_reply_free(reply);
-		}
-		else if (entry.call_id == 0)
-		{
-			/* Handshake: an error ends this connection before any command ran on it. */
-			bool		failed = redlock_conn_reply_error(reply, "handshake failed: ", why,
-														  sizeof(why));
+			/* The handshake's (node.c): an error of AUTH or SELECT ends the connection. */
+			RedlockHandshakeStep step = redlock_node_handshake_reply(node, entry.call_id, reply,
+																	 why, sizeof(why));
 
 			redlock_conn_reply_free(reply);
-			if (failed)
+			if (step == REDLOCK_HANDSHAKE_FAILED)
 			{
-				node->handshake_verified = false;
 				call_node_fail(cs, i, why);
 				return;
 			}
-		}
-		if (entry.call_id == 0 || entry.call_id == REDLOCK_CALL_ID_PROBE)
-		{
-			if (--node->handshake_owed == 0)
+			if (step == REDLOCK_HANDSHAKE_DONE)
 			{
-				node->handshake_verified = true;
 				call_send_held(cs, i);
 				if (node->conn.ctx && cs->calls[i].deferred)
 					call_send_commands(cs, i);
@@ -488,7 +420,7 @@ call_node_read(CallState *cs, int i)
 			continue;
 		}
 		node->stats.replies++;
-		if (call_node_counts(node, c >= 0 && cs->commands[c].facts_only))
+		if (redlock_node_reply_counts(node, c >= 0 && cs->commands[c].facts_only))
 		{
 			node->down = false;
 			node->down_calls = 0;	/* a reply that counts ends a row of failed calls */
@@ -507,7 +439,7 @@ call_node_read(CallState *cs, int i)
 		redlock_conn_reply_free(reply);
 		redlock_owed_free(&entry);
 		if (node->left_out && !cs->commands[c].facts_only)
-			call_node_leave_out(node, CALL_OUTCOME(cs, c, i));
+			redlock_node_leave_out(node, CALL_OUTCOME(cs, c, i));
 		CALL_AWAITING(cs, c, i) = false;
 		if (--cs->calls[i].awaited == 0)
 			cs->calls[i].must_answer = false;

@@ -325,3 +325,89 @@ redlock_node_connect_step(RedlockNodeSet *set, RedlockNode *node, RedlockConn *c
 {
 	return redlock_conn_advance(conn, &set->tls, &set->tls_context, &node->addr, why, whylen);
 }
+
+/* Takes in a probe's reply (INFO's text, CONFIG GET's pair, or an error): masterinfo.c. */
+static void
+node_take_probe(RedlockNode *node, const void *reply)
+{
+	RedlockNodeOutcome probe;
+
+	memset(&probe, 0, sizeof(probe));
+	redlock_conn_reply_outcome(reply, true, &probe);
+	if (probe.kind == REDLOCK_REPLY_STRING)
+		redlock_masterinfo_read(&node->info, probe.text, node->progress_ms);
+	else
+		redlock_masterinfo_refused(&node->info, probe.kind == REDLOCK_REPLY_ERROR
+								   ? probe.error : "an unexpected reply");
+	if (probe.text)
+		pfree(probe.text);
+}
+
+/*
+ * redlock_node_handshake_reply
+ *		Takes in reply, read on node's call connection for its handshake (call_id 0:
+ *		AUTH, SELECT, SCRIPT LOAD; REDLOCK_CALL_ID_PROBE: INFO, CONFIG GET, whose
+ *		error only leaves what they asked unknown).  Returns REDLOCK_HANDSHAKE_FAILED
+ *		with why (whylen bytes) for an error reply to AUTH, SELECT or SCRIPT LOAD (the
+ *		caller closes the connection: nothing may run on it), REDLOCK_HANDSHAKE_DONE
+ *		when it was the last reply the handshake owed (held commands may go out), else
+ *		REDLOCK_HANDSHAKE_MORE.  Does not free reply.  Raises only out-of-memory errors
+ *		(53200).
+ */
+RedlockHandshakeStep
+redlock_node_handshake_reply(RedlockNode *node, uint64 call_id, const void *reply, char *why,
+							 size_t whylen)
+{
+	if (call_id == REDLOCK_CALL_ID_PROBE)
+		node_take_probe(node, reply);
+	else if (redlock_conn_reply_error(reply, "handshake failed: ", why, whylen))
+	{
+		node->handshake_verified = false;
+		return REDLOCK_HANDSHAKE_FAILED;
+	}
+	if (--node->handshake_owed > 0)
+		return REDLOCK_HANDSHAKE_MORE;
+	node->handshake_verified = true;
+	return REDLOCK_HANDSHAKE_DONE;
+}
+
+/*
+ * redlock_node_reply_counts
+ *		Whether a reply of node read now counts toward a quorum (masterinfo.c: not after
+ *		a restart without its data within the quarantine, not when it may evict keys,
+ *		not from a master that did not say what it is), late or not.  One that does not
+ *		sets node->left_out and marks the master down with the reason, for the reports
+ *		(nodeset.c) and redlock_nodes(), until a reply of it counts again.  facts_only:
+ *		a reply to a question about the master itself (redlock_check), not judged.
+ *		Raises nothing.
+ */
+bool
+redlock_node_reply_counts(RedlockNode *node, bool facts_only)
+{
+	char		why[REDLOCK_NODE_ERROR_LEN];
+
+	if (facts_only)
+		return !node->left_out;
+	node->left_out = redlock_masterinfo_left_out(&node->info, node->progress_ms, why,
+												 sizeof(why));
+	if (node->left_out)
+		redlock_node_note_error(node, why);
+	return !node->left_out;
+}
+
+/*
+ * redlock_node_leave_out
+ *		Turns outcome, a reply of node that does not count (node->left_out), into a
+ *		failure with the reason (node's last error), marked left_out for tally.c.
+ *		Raises nothing.
+ */
+void
+redlock_node_leave_out(const RedlockNode *node, RedlockNodeOutcome *outcome)
+{
+	if (outcome->text)
+		pfree(outcome->text);
+	memset(outcome, 0, sizeof(*outcome));
+	outcome->kind = REDLOCK_REPLY_NONE;
+	outcome->left_out = true;
+	strlcpy(outcome->error, node->stats.last_error, sizeof(outcome->error));
+}

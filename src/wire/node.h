@@ -69,6 +69,14 @@ struct RedlockNodeSet
 	RedlockNodeSet *next;		/* in the list of every set */
 };
 
+/* What one handshake reply did (redlock_node_handshake_reply). */
+typedef enum RedlockHandshakeStep
+{
+	REDLOCK_HANDSHAKE_MORE,		/* more handshake replies are owed */
+	REDLOCK_HANDSHAKE_DONE,		/* the last one: the connection is ready */
+	REDLOCK_HANDSHAKE_FAILED	/* AUTH, SELECT or SCRIPT LOAD refused: close it */
+} RedlockHandshakeStep;
+
 /*
  * Queues one handshake command (redlock_node_connect) whose reply is owed to call_id (0,
  * or REDLOCK_CALL_ID_PROBE); false when out of memory.
@@ -88,6 +96,11 @@ extern bool redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node,
 										bool eval, int argc, const char *const *argv,
 										const size_t *argvlen);
 extern void redlock_node_note_error(RedlockNode *node, const char *error);
+extern RedlockHandshakeStep redlock_node_handshake_reply(RedlockNode *node, uint64 call_id,
+														 const void *reply, char *why,
+														 size_t whylen);
+extern bool redlock_node_reply_counts(RedlockNode *node, bool facts_only);
+extern void redlock_node_leave_out(const RedlockNode *node, RedlockNodeOutcome *outcome);
 extern bool redlock_node_uses_tls(const RedlockNodeSet *set, const RedlockNode *node);
 extern void redlock_scripts_hash(void);
 
