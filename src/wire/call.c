@@ -6,7 +6,7 @@
  *	  next to the TTL).  This layer knows Redis, not locks.
  *
  * The first connection of a configuration to a master runs its handshake (AUTH,
- * SELECT, SCRIPT LOAD) and only then gets the call's commands: nothing that takes or
+ * SELECT, the probes INFO and CONFIG GET, SCRIPT LOAD) and only then gets the call's commands: nothing that takes or
  * touches a lock may run on a connection whose AUTH or SELECT failed.  Once a
  * handshake of that configuration succeeded there, later connections (after a failure
  * or a restart) pipeline the commands behind it, so that a reconnect costs no round
@@ -375,7 +375,7 @@ call_node_read(CallState *cs, int i)
 
 		if (entry.call_id <= REDLOCK_CALL_ID_PROBE)
 		{
-			/* The handshake's (node.c): an error of AUTH or SELECT ends the connection. */
+			/* The handshake's (node.c): AUTH's, SELECT's or SCRIPT LOAD's error ends it. */
 			RedlockHandshakeStep step = redlock_node_handshake_reply(node, entry.call_id, reply,
 																	 why, sizeof(why));
 
