@@ -151,8 +151,18 @@ sub _start
 	}
 	push @opts, '--password', $self->{password} if defined $self->{password};
 	push @opts, '--expect', server_identity();
-	my ($ok, $out) = _start_master(@opts, $self->{ports}[$i], "$self->{dir}/redis$i",
-		@args, @{ $self->{redis_args} });
+	my ($ok, $out);
+	# A master killed a moment ago may still hold its port: _wait_gone sees its main
+	# thread a zombie while its other threads, which share the listening socket, are
+	# still exiting (a CI run's 013 found the port answering 1 ms after SIGKILL).  Up to
+	# 3 s for it to be free again.
+	for (my $try = 0; $try < 30; $try++)
+	{
+		($ok, $out) = _start_master(@opts, $self->{ports}[$i], "$self->{dir}/redis$i",
+			@args, @{ $self->{redis_args} });
+		last if $ok || $out !~ /^port \d+ is in use$/;
+		usleep(100_000);
+	}
 	$ok && $out =~ /^(\d+)$/ or die $out;
 	$self->{pids}[$i] = $1;
 	return;
