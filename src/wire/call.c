@@ -420,7 +420,8 @@ call_node_read(CallState *cs, int i)
 			continue;
 		}
 		node->stats.replies++;
-		if (redlock_node_reply_counts(node, c >= 0 && cs->commands[c].facts_only))
+		/* Judged as of the call's start, no later than its commands went out. */
+		if (redlock_node_reply_counts(node, c >= 0 && cs->commands[c].facts_only, cs->start_ms))
 		{
 			node->down = false;
 			node->down_calls = 0;	/* a reply that counts ends a row of failed calls */

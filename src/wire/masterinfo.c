@@ -175,8 +175,8 @@ redlock_masterinfo_quarantine_left_ms(const RedlockMasterInfo *info, double now_
 
 /*
  * redlock_masterinfo_left_out
- *		True when a reply read at now_ms from info's master must not count toward any
- *		quorum (the invariant above), with why (whylen bytes) saying which rule and
+ *		True when a reply from info's master to a command sent at now_ms (the callers
+ *		judge at the sending, not the reading) must not count toward any quorum (the invariant above), with why (whylen bytes) saying which rule and
  *		what to do.  Raises nothing.
  */
 bool

@@ -373,23 +373,25 @@ redlock_node_handshake_reply(RedlockNode *node, uint64 call_id, const void *repl
 
 /*
  * redlock_node_reply_counts
- *		Whether a reply of node read now counts toward a quorum (masterinfo.c: not after
- *		a restart without its data within the quarantine, not when it may evict keys,
- *		not from a master that did not say what it is), late or not.  One that does not
+ *		Whether a reply of node to a command sent at sent_ms (redlock_clock_ms) counts
+ *		toward a quorum (masterinfo.c: not after a restart without its data within the
+ *		quarantine, not when it may evict keys, not from a master that did not say what
+ *		it is), late or not.  Judged at the sending, not at the reading: a reply made
+ *		in the quarantine and read after it ends would carry a fencing floor from before
+ *		(test/model's QLATE breaks token order so).  One that does not
  *		sets node->left_out and marks the master down with the reason, for the reports
  *		(nodeset.c) and redlock_nodes(), until a reply of it counts again.  facts_only:
  *		a reply to a question about the master itself (redlock_check), not judged.
  *		Raises nothing.
  */
 bool
-redlock_node_reply_counts(RedlockNode *node, bool facts_only)
+redlock_node_reply_counts(RedlockNode *node, bool facts_only, double sent_ms)
 {
 	char		why[REDLOCK_NODE_ERROR_LEN];
 
 	if (facts_only)
 		return !node->left_out;
-	node->left_out = redlock_masterinfo_left_out(&node->info, node->progress_ms, why,
-												 sizeof(why));
+	node->left_out = redlock_masterinfo_left_out(&node->info, sent_ms, why, sizeof(why));
 	if (node->left_out)
 		redlock_node_note_error(node, why);
 	return !node->left_out;

@@ -99,7 +99,7 @@ extern void redlock_node_note_error(RedlockNode *node, const char *error);
 extern RedlockHandshakeStep redlock_node_handshake_reply(RedlockNode *node, uint64 call_id,
 														 const void *reply, char *why,
 														 size_t whylen);
-extern bool redlock_node_reply_counts(RedlockNode *node, bool facts_only);
+extern bool redlock_node_reply_counts(RedlockNode *node, bool facts_only, double sent_ms);
 extern void redlock_node_leave_out(const RedlockNode *node, RedlockNodeOutcome *outcome);
 extern bool redlock_node_uses_tls(const RedlockNodeSet *set, const RedlockNode *node);
 extern void redlock_scripts_hash(void);
