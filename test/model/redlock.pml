@@ -35,6 +35,14 @@
  *                          after RDELAY, empty without PERSIST); one crash in all
  *   YOUNG                  a master up fewer than YOUNG ticks since its restart does not
  *                          count toward the fence read quorum (the uptime rule)
+ *   QUARANTINE             the client's restart quarantine: a master up fewer than
+ *                          QUARANTINE ticks since its restart counts toward no quorum in
+ *                          any round (acquire, extend, fence read, fence write): its
+ *                          replies are failures.  Its age is read with its reply (when it
+ *                          applies the request)
+ *   QLATE                  with QUARANTINE: the age is read when the client counts the
+ *                          reply instead (a reply made young counts if the client reads
+ *                          it late enough)
  *   ONE_ROUND              negative control: no fencing rounds; the acquire's SET NX
  *                          increments a counter beside the key and the token is the
  *                          largest counter of its quorum (a counter beside the lock)
@@ -100,7 +108,23 @@ bool up[N];
 byte dt[N];				/* ticks down, up to RDELAY */
 byte crashes;
 #ifdef YOUNG
-byte ut[N];				/* ticks up since a restart, up to YOUNG; YOUNG if never down */
+#define UTY YOUNG
+#else
+#define UTY 0
+#endif
+#ifdef QUARANTINE
+#define UTQ QUARANTINE
+#else
+#define UTQ 0
+#endif
+#if UTY > UTQ
+#define UTMAX UTY
+#else
+#define UTMAX UTQ
+#endif
+#if defined(YOUNG) || defined(QUARANTINE)
+#define UPTIME
+byte ut[N];				/* ticks up since a restart, up to UTMAX; UTMAX if never down */
 #endif
 
 /* Connections */
@@ -147,7 +171,18 @@ inline raise_hiT()
  * Client c may decide its round: a quorum replied between lo and hi, or every master
  * replied, or its timeout fired (a tick has passed since the round began).
  */
+#if defined(QUARANTINE) && defined(QLATE)
+/*
+ * QLATE: a reply counts only if its master has been up QUARANTINE ticks when the client
+ * counts it.  A crash drops the replies not yet read (the connection is reset), so a
+ * reply still here comes from the master's current incarnation, the one whose uptime
+ * the client read at the connection's handshake.
+ */
+#define QOK(i) (ut[i] >= QUARANTINE)
+#define R(i, lo, hi) (rep[c * N + i] >= lo && rep[c * N + i] <= hi && QOK(i))
+#else
 #define R(i, lo, hi) (rep[c * N + i] >= lo && rep[c * N + i] <= hi)
+#endif
 #define P(i) pending(c * N + i)
 #if N == 3
 #define YES(lo, hi) (R(0, lo, hi) + R(1, lo, hi) + R(2, lo, hi))
@@ -218,6 +253,18 @@ inline apply(s)
 		:: else -> rep[s] = 3 + ctr[m]
 		fi
 	fi
+#if defined(QUARANTINE) && !defined(QLATE)
+	;
+	/*
+	 * The restart quarantine, the master's age read with its reply: the reply of a
+	 * master up fewer than QUARANTINE ticks is a failure, 1, which no round counts (as
+	 * yes, a counter or a conflict).  The request still acts on the master.
+	 */
+	if
+	:: rep[s] != 0 && ut[m] < QUARANTINE -> rep[s] = 1
+	:: else -> skip
+	fi
+#endif
 }
 
 /* Client c sends request o (argument a) for hold id to every master that is up. */
@@ -249,7 +296,11 @@ inline count(lo, hi)
 	:: m < N ->
 		s = c * N + m;
 		if
+#if defined(QUARANTINE) && defined(QLATE)
+		:: rid[s] == id && rep[s] >= lo && rep[s] <= hi && QOK(m) ->
+#else
 		:: rid[s] == id && rep[s] >= lo && rep[s] <= hi ->
+#endif
 			cnt++;
 			if
 			:: rep[s] > mx -> mx = rep[s]
@@ -483,7 +534,7 @@ end:
 #endif
 	}
 	:: atomic { !up[m0] && dt[m0] >= RDELAY -> up[m0] = 1; dt[m0] = 0;
-#ifdef YOUNG
+#ifdef UPTIME
 		ut[m0] = 0;
 #endif
 		printf("master %d: restarts\n", m0) }
@@ -554,9 +605,9 @@ end:
 			:: !up[i] && dt[i] < RDELAY -> dt[i]++
 			:: else -> skip
 			fi;
-#ifdef YOUNG
+#ifdef UPTIME
 			if
-			:: up[i] && ut[i] < YOUNG -> ut[i]++
+			:: up[i] && ut[i] < UTMAX -> ut[i]++
 			:: else -> skip
 			fi;
 #endif
@@ -592,8 +643,8 @@ init
 		i = 0;
 		do
 		:: i < N -> up[i] = 1;
-#ifdef YOUNG
-			ut[i] = YOUNG;
+#ifdef UPTIME
+			ut[i] = UTMAX;
 #endif
 			run master(i); i++
 		:: else -> break
