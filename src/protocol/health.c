@@ -84,6 +84,7 @@ redlock_health_check(RedlockNodeSet *set, RedlockMasterHealth **masters)
 	double	   *offsets = palloc(sizeof(double) * Max(count, 1));
 	int			noffsets = 0;
 	double		median = 0;
+	double		now_ms;
 
 	memset(commands, 0, sizeof(commands));
 	for (int c = 0; c < HEALTH_COMMANDS; c++)
@@ -102,6 +103,7 @@ redlock_health_check(RedlockNodeSet *set, RedlockMasterHealth **masters)
 	start_wall_us = health_wall_us();
 	start_ms = redlock_clock_ms();
 	redlock_nodes_run(set, commands, HEALTH_COMMANDS, false, outcomes);
+	now_ms = redlock_clock_ms();	/* every row judged at one moment */
 
 	for (int i = 0; i < count; i++)
 	{
@@ -145,10 +147,9 @@ redlock_health_check(RedlockNodeSet *set, RedlockMasterHealth **masters)
 		}
 		if (row->reachable || row->info.refused[0])
 		{
-			row->quarantine_left_ms = redlock_masterinfo_quarantine_left_ms(&row->info,
-																			redlock_clock_ms());
-			row->left_out = redlock_masterinfo_left_out(&row->info, redlock_clock_ms(),
-														row->why, sizeof(row->why));
+			row->quarantine_left_ms = redlock_masterinfo_quarantine_left_ms(&row->info, now_ms);
+			row->left_out = redlock_masterinfo_left_out(&row->info, now_ms, row->why,
+														sizeof(row->why));
 		}
 	}
 	if (noffsets > 0)
