@@ -93,7 +93,7 @@ scenario_ok('permits-majority-restart-aof', 7);
 
 # --- negative controls ---
 
-scenario_ok('unsafe-permits-short-ttl', 3);
+scenario_ok('unsafe-permits-short-ttl', 3, runs => 3);
 scenario_ok('unsafe-permits-majority-restart', 7, runs => 2);
 
 # --- long jobs on auto-extended permits, a majority frozen past the validity ---
