@@ -243,6 +243,9 @@ typedef struct RedlockResult
 	double		valid_until_ms; /* monotonic end of validity (after REDLOCK_OK) */
 	char	   *node_errors;	/* "node: error" lines for errdetail, or NULL */
 	bool		worker_silent;	/* auto-extended: the worker did not answer in time */
+	bool		ran_out;		/* an extension: the lock's validity ran out before a
+								 * quorum confirmed it (then REDLOCK_BUSY: lost;
+								 * lockops.c's invariant) */
 	int			beyond_slot;	/* a semaphore's acquire: a slot past its permits that a
 								 * quorum holds (another caller gives more permits);
 								 * the attempt is then refused; 0: none */

@@ -14,6 +14,13 @@
  * TTL allows from now (redlock_validity_bound_ms), since any master may apply the
  * request whatever this backend learns of it; only a success sets it anew.
  *
+ * Invariant: an extension of a valid lock is answered by the end of that validity
+ * (doc/redlock.md §6): its round waits no longer (redlock_lock_answer_by_ms), and a
+ * lock that no quorum extended by then has run out and is lost, so that its holder,
+ * waiting in the call, hears before anyone else can take the lock.  An auto-extended
+ * lock's owner, waiting for the worker, hears by then through the loss protocol
+ * (leasewatch.c cancels the wait when the lease runs out).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -58,7 +65,8 @@ lockops_refresh(RedlockHeldLock *lock, int ttl_ms, RedlockResult *result)
 	else
 	{
 		expired = redlock_lock_refresh_begin(lock, ttl_ms);
-		redlock_quorum_extend(lock->set, lock->key, lock->token, ttl_ms, result);
+		redlock_quorum_extend(lock->set, lock->key, lock->token, ttl_ms,
+							  redlock_lock_answer_by_ms(lock), result);
 	}
 	return redlock_lock_refreshed(lock, ttl_ms, expired, result);
 }
@@ -77,6 +85,20 @@ redlock_lock_refresh_begin(RedlockHeldLock *lock, int ttl_ms)
 
 	lock->valid_until_ms = Min(lock->valid_until_ms, redlock_validity_bound_ms(ttl_ms));
 	return expired;
+}
+
+/*
+ * redlock_lock_answer_by_ms
+ *		When an extension of lock sent now must be answered (the invariant above): the
+ *		end of its validity (a redlock_clock_ms() time), or 0 (wait as long as the
+ *		timeouts allow) when it has none left, as an extension of a lock already run
+ *		out, which may still find its keys, has nothing to keep.  For lockset.c, this
+ *		module's room.  Raises nothing.
+ */
+double
+redlock_lock_answer_by_ms(const RedlockHeldLock *lock)
+{
+	return redlock_life_validity_left(lock) > 0 ? lock->valid_until_ms : 0;
 }
 
 /*

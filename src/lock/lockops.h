@@ -37,6 +37,7 @@ extern RedlockHoldStatus redlock_lockset_extend(const char *const *resources, in
 
 /* For lockset.c. */
 extern bool redlock_lock_refresh_begin(RedlockHeldLock *lock, int ttl_ms);
+extern double redlock_lock_answer_by_ms(const RedlockHeldLock *lock);
 extern RedlockHoldStatus redlock_lock_refreshed(RedlockHeldLock *lock, int ttl_ms,
 												bool expired, RedlockResult *result);
 

@@ -217,6 +217,7 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 	RedlockHoldStatus status = REDLOCK_HELD;
 	int			nbatch = 0;
 	bool		any_not_held = false;
+	double		answer_by_ms = 0;	/* the earliest validity end of the batch */
 
 	*decided_by = NULL;
 	for (int k = 0; k < n; k++)
@@ -244,6 +245,9 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 			batch_k[b] = k;
 			ttls[b] = ttl_ms == 0 ? lock->ttl_ms : ttl_ms;
 			expired[b] = redlock_lock_refresh_begin(lock, ttls[b]);
+			if (redlock_lock_answer_by_ms(lock) > 0 &&
+				(answer_by_ms == 0 || redlock_lock_answer_by_ms(lock) < answer_by_ms))
+				answer_by_ms = redlock_lock_answer_by_ms(lock);
 			kts[b].key = lock->key;
 			kts[b].token = lock->token;
 			kts[b].announce = NULL;
@@ -258,7 +262,8 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 
 	/* Every lock of the batch was taken on the configuration in force (checked above). */
 	if (nbatch > 0)
-		redlock_quorum_extend_many(batch[0]->set, kts, ttls, nbatch, false, results);
+		redlock_quorum_extend_many(batch[0]->set, kts, ttls, nbatch, false, answer_by_ms,
+								   results);
 	for (int b = 0; b < nbatch; b++)
 	{
 		const char *resource = resources[batch_k[b]];

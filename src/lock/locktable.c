@@ -482,21 +482,21 @@ redlock_locktable_release(RedlockHeldLock **held, int n, bool cleanup, bool wait
 
 /*
  * redlock_locktable_lose
- *		Loses lock, found lost (another token on the masters, or a configuration
- *		change): marks its transaction holds lost and releases it on the masters it was
- *		taken on.  The entry stays, not acquired: the caller drops it or acquires
- *		afresh.  Raises what an interrupted network wait raises.
+ *		Loses lock, found lost (another token on the masters, a configuration change,
+ *		or its validity run out during an extension): marks its transaction holds lost
+ *		and lets go of it on the masters it was taken on, without waiting for their
+ *		answers (redlock_quorum_let_go).  The entry stays, not acquired: the caller
+ *		drops it or acquires afresh.  Raises what an interrupted network wait raises.
  */
 void
 redlock_locktable_lose(RedlockHeldLock *lock)
 {
 	RedlockKeyToken kt = {lock->key, lock->token, lock->semaphore_key};
-	RedlockResult released;
 
 	lt_unregister(lock);
 	redlock_holds_mark_lost(&lock->holds, lock->resource, LockTableContext);
 	redlock_life_move(lock, REDLOCK_LIFE_FOUND_LOST);
-	redlock_quorum_release_many(lock->set, &kt, 1, false, false, &released);
+	redlock_quorum_let_go(lock->set, &kt);
 }
 
 /*

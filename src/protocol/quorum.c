@@ -596,6 +596,27 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
 }
 
 /*
+ * redlock_quorum_let_go
+ *		Sends the release of lock, found lost or run out, to every master of set
+ *		without waiting for a reply, as an attempt's undo (spec §3 step 5): whatever
+ *		the masters answer, the lock is no longer this backend's, and a master that is
+ *		frozen or slow must not hold the caller (the key then lives until its TTL runs
+ *		out).  Each connection reads the reply before its next use.  Raises what an
+ *		interrupted network wait raises.
+ */
+void
+redlock_quorum_let_go(RedlockNodeSet *set, const RedlockKeyToken *lock)
+{
+	RedlockCommand command;
+	RedlockNodeOutcome *outcomes = palloc(sizeof(RedlockNodeOutcome) * redlock_nodeset_size(set));
+
+	redlock_round_release_command(&command, false, lock->key, lock->token, lock->announce, -1);
+	redlock_nodes_run(set, &command, 1, false, outcomes);
+	redlock_stats_count(REDLOCK_STAT_RELEASED);
+	pfree(outcomes);
+}
+
+/*
  * redlock_quorum_extend_many
  *		Sets a new TTL on n locks, on every master of set that still holds the lock's
  *		token (spec §6), all in one round (the background worker renews many locks at
@@ -605,10 +626,16 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
  * ttls_ms: each lock's new TTL, 1..REDLOCK_MAX_TTL_MS milliseconds.
  * renewal: true for the background worker's renewals, which it counts itself (renewed,
  *		failed, lost) rather than as extensions.
+ * answer_by_ms: 0, or the end of the validity the locks still have (a redlock_clock_ms()
+ *		time, the earliest of theirs): the round waits no longer, and a lock that a
+ *		quorum has not extended by then has run out (doc/redlock.md §6: an extension
+ *		answered after the validity it extends leaves its holder working unprotected
+ *		meanwhile, so its holder must hear by then).
  * results: n entries; REDLOCK_OK with a new valid_until_ms when a quorum extended the
  *		lock within its new validity time; REDLOCK_BUSY when it is no longer ours for
- *		certain (more than node_count - quorum masters answered that our key is gone);
- *		REDLOCK_UNAVAILABLE when the answers cannot tell (with node_errors).
+ *		certain (more than node_count - quorum masters answered that our key is gone),
+ *		or ran out (ran_out: answer_by_ms came first); REDLOCK_UNAVAILABLE when the
+ *		answers cannot tell (with node_errors).
  *		Whatever the outcome, any master may have applied the new TTL: see
  *		redlock_validity_bound_ms().
  *
@@ -616,7 +643,8 @@ redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks, i
  */
 void
 redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
-						   const int *ttls_ms, int n, bool renewal, RedlockResult *results)
+						   const int *ttls_ms, int n, bool renewal, double answer_by_ms,
+						   RedlockResult *results)
 {
 	RedlockCommand *commands = palloc(sizeof(RedlockCommand) * n);
 	char	  (*ttl_texts)[16] = palloc(sizeof(*ttl_texts) * n);
@@ -634,7 +662,11 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 	}
 
 	start_ms = redlock_clock_ms();
-	redlock_nodes_run(set, commands, n, false, outcomes);
+	if (answer_by_ms > start_ms)
+		redlock_nodes_run_by(set, commands, n, answer_by_ms, "the lock's validity ran out",
+							 outcomes);
+	else
+		redlock_nodes_run(set, commands, n, false, outcomes);
 	elapsed_ms = redlock_clock_ms() - start_ms;
 
 	for (int k = 0; k < n; k++)
@@ -657,12 +689,17 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 			if (!renewal)
 				redlock_stats_count(REDLOCK_STAT_EXTENDED);
 		}
-		else if (redlock_quorum_reached(result->accepted, result->quorum) || redlock_tally_lost(result, gone))
+		else if (redlock_quorum_reached(result->accepted, result->quorum) || redlock_tally_lost(result, gone) ||
+				 (answer_by_ms > start_ms && redlock_clock_ms() >= answer_by_ms))
 		{
 			/*
-			 * Lost for certain (tally.c), or extended by a quorum too late to leave any
-			 * validity.
+			 * Lost for certain (tally.c), extended by a quorum too late to leave any
+			 * validity, or not extended before the validity it had ran out.
 			 */
+			result->ran_out = !redlock_quorum_reached(result->accepted, result->quorum) &&
+				!redlock_tally_lost(result, gone);
+			if (result->ran_out)
+				result->node_errors = redlock_node_errors(set, mine, count);
 			result->status = REDLOCK_BUSY;
 			if (!renewal)
 				redlock_stats_count(REDLOCK_STAT_EXTEND_LOST);
@@ -687,14 +724,14 @@ redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 /*
  * redlock_quorum_extend
  *		redlock_quorum_extend_many for one lock: sets a TTL of ttl_ms milliseconds on
- *		key where it still holds token (spec §6); result as described there.  Raises
- *		what an interrupted wait raises.
+ *		key where it still holds token (spec §6), waiting no later than answer_by_ms
+ *		(0: none); result as described there.  Raises what an interrupted wait raises.
  */
 void
 redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token, int ttl_ms,
-					  RedlockResult *result)
+					  double answer_by_ms, RedlockResult *result)
 {
 	RedlockKeyToken kt = {key, token, NULL};
 
-	redlock_quorum_extend_many(set, &kt, &ttl_ms, 1, false, result);
+	redlock_quorum_extend_many(set, &kt, &ttl_ms, 1, false, answer_by_ms, result);
 }

@@ -27,11 +27,12 @@ extern void redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const
 extern void redlock_quorum_release_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 										int n, bool wait_all, bool cleanup,
 										RedlockResult *results);
+extern void redlock_quorum_let_go(RedlockNodeSet *set, const RedlockKeyToken *lock);
 extern void redlock_quorum_extend(RedlockNodeSet *set, const char *key, const char *token,
-								  int ttl_ms, RedlockResult *result);
+								  int ttl_ms, double answer_by_ms, RedlockResult *result);
 extern void redlock_quorum_extend_many(RedlockNodeSet *set, const RedlockKeyToken *locks,
 									   const int *ttls_ms, int n, bool renewal,
-									   RedlockResult *results);
+									   double answer_by_ms, RedlockResult *results);
 
 extern void redlock_quorum_acquire_all(RedlockNodeSet *set, const char *const *keys,
 									   int nkeys, char *const *tokens, int ttl_ms,

@@ -60,8 +60,10 @@ redlock_release_set(PG_FUNCTION_ARGS)
  * for auto-extended locks, which the background worker extends one by one.
  *
  * Returns true when every lock was extended; false when one or more were lost (those
- * are forgotten and let go of, the others kept), or with a WARNING for each resource
- * this session does not hold (then nothing is extended).
+ * are forgotten and let go of, the others kept; the round is answered by the end of the
+ * earliest validity among them, and one that ran out then is lost, with a WARNING), or
+ * with a WARNING for each resource this session does not hold (then nothing is
+ * extended).
  * Errors: those of the resources argument; 22023 bad TTL; 25000 in a parallel worker;
  * 08006 the answers cannot tell for one lock (kept, its validity cut), whatever became
  * of the others (those found lost are forgotten).
@@ -92,6 +94,7 @@ redlock_extend_set(PG_FUNCTION_ARGS)
 			redlock_report_extend_failed(resource, &result);
 			break;
 		default:
+			redlock_warn_ran_out(resource, &result);
 			break;
 	}
 	PG_RETURN_BOOL(false);
@@ -175,8 +178,10 @@ redlock_release(PG_FUNCTION_ARGS)
  *
  * Returns true when a quorum extended it within the new validity time; false when the
  * lock was lost for certain (more masters than a quorum can spare no longer hold our
- * token, or redlock.servers changed: it is then forgotten and let go of), or with a
- * WARNING when this session does not hold it.
+ * token, or redlock.servers changed: it is then forgotten and let go of), or ran out
+ * (a lock with validity left is answered by its end: no quorum extended it by then,
+ * with a WARNING; it is forgotten and let go of likewise), or with a WARNING when
+ * this session does not hold it.
  * Errors: 22004 NULL resource; 22023 bad resource or TTL (too short to leave any
  * validity); 25000 in a parallel worker; 08006 the answers cannot tell (masters did
  * not answer): the lock is kept, its validity cut to what the new TTL allows from the
@@ -202,6 +207,7 @@ redlock_extend(PG_FUNCTION_ARGS)
 			redlock_report_extend_failed(resource, &result);
 			break;
 		default:
+			redlock_warn_ran_out(resource, &result);
 			break;
 	}
 	PG_RETURN_BOOL(false);

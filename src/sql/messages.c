@@ -259,6 +259,26 @@ redlock_report_extend_failed(const char *resource, const RedlockResult *result)
 			 errhint("The lock is kept with the validity the new TTL allows; its keys expire with their TTL.")));
 }
 
+/*
+ * redlock_warn_ran_out
+ *		Raises a WARNING (01000) when an extension of resource found the lock lost
+ *		because its validity ran out before a quorum extended it (result->ran_out,
+ *		doc/redlock.md §6); silent for other losses, which the false return says.
+ */
+void
+redlock_warn_ran_out(const char *resource, const RedlockResult *result)
+{
+	if (!result->ran_out)
+		return;
+	ereport(WARNING,
+			(errmsg("lock on resource \"%s\" ran out while it was being extended", resource),
+			 errdetail("%d of %d Redis masters extended it before its validity time ended, %d needed; it is let go of.%s%s",
+					   result->accepted, result->node_count, result->quorum,
+					   result->node_errors ? "\n" : "",
+					   result->node_errors ? result->node_errors : ""),
+			 errhint("Extend it earlier in its validity time, or use redlock.auto_extend.")));
+}
+
 /* The words for what this backend holds of a resource (redlock_locktable_kind). */
 static char *
 messages_kind_words(int kind)

@@ -21,6 +21,7 @@ extern void redlock_report_unanswered(const char *doing, const RedlockResult *re
 extern void redlock_warn_not_held(const char *resource);
 extern void redlock_report_worker_silent(const char *resource, const RedlockResult *result);
 extern void redlock_report_extend_failed(const char *resource, const RedlockResult *result);
+extern void redlock_warn_ran_out(const char *resource, const RedlockResult *result);
 extern void redlock_refuse_other_kind(const char *resource, int kind);
 extern void redlock_report_not_acquired(const char *resource, const char *what, int permits,
 										const RedlockResult *result,

@@ -77,6 +77,8 @@ typedef struct CallState
 	int			ncommands;
 	uint64		first_id;		/* call_id of commands[0]; commands[c] has first_id + c */
 	double		start_ms;
+	double		answer_by_ms;	/* > 0: no deadline later (redlock_nodes_run_by) */
+	const char *answer_by_why;	/* why a node given up then was */
 	NodeCall	calls[REDLOCK_MAX_NODES];
 	bool	   *awaiting;		/* [c * count + i]: command c's reply from node i */
 	RedlockNodeOutcome *outcomes;	/* [c * count + i] */
@@ -602,13 +604,19 @@ call_wait_for_nodes(CallState *cs, bool cleanup)
 				continue;
 			if (cleanup)
 				call->deadline_ms = Min(call->deadline_ms, cs->start_ms + CLEANUP_MAX_MS);
+			if (cs->answer_by_ms > 0)
+				call->deadline_ms = Min(call->deadline_ms, cs->answer_by_ms);
 			if (call->polled_after_deadline)
 			{
 				char		why[REDLOCK_NODE_ERROR_LEN];
 
-				snprintf(why, sizeof(why), "timed out after %d ms%s", (int) (now - cs->start_ms),
-						 set->nodes[i].conn.connecting && set->nodes[i].conn.tls ?
-						 " in the TLS handshake: does the master serve TLS on this port?" : "");
+				if (cs->answer_by_ms > 0 && call->deadline_ms >= cs->answer_by_ms)
+					snprintf(why, sizeof(why), "no answer after %d ms, when %s",
+							 (int) (now - cs->start_ms), cs->answer_by_why);
+				else
+					snprintf(why, sizeof(why), "timed out after %d ms%s", (int) (now - cs->start_ms),
+							 set->nodes[i].conn.connecting && set->nodes[i].conn.tls ?
+							 " in the TLS handshake: does the master serve TLS on this port?" : "");
 				call_node_give_up(cs, i, why);
 				continue;
 			}
@@ -749,6 +757,37 @@ call_start_node(CallState *cs, int i)
 		call_send_commands(cs, i);
 }
 
+/* redlock_nodes_run and redlock_nodes_run_by: one call, answer_by_ms 0 for none. */
+static void
+call_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands, bool cleanup,
+		 double answer_by_ms, const char *answer_by_why, RedlockNodeOutcome *outcomes)
+{
+	CallState	cs;
+
+	Assert(ncommands > 0);
+	redlock_scripts_hash();
+
+	memset(&cs, 0, sizeof(cs));
+	cs.set = set;
+	cs.commands = commands;
+	cs.ncommands = ncommands;
+	cs.first_id = call_counter + 1;
+	call_counter += ncommands;
+	cs.start_ms = redlock_clock_ms();
+	cs.answer_by_ms = answer_by_ms;
+	cs.answer_by_why = answer_by_why;
+	cs.outcomes = outcomes;
+	cs.awaiting = palloc0(Max(ncommands * set->count, 1) * sizeof(bool));
+	memset(outcomes, 0, ncommands * set->count * sizeof(RedlockNodeOutcome));
+
+	redlock_waitset_idle_look(set);
+	for (int i = 0; i < set->count; i++)
+		call_start_node(&cs, i);
+	call_wait_for_nodes(&cs, cleanup);
+	pfree(cs.awaiting);
+	redlock_nodeset_report_changes(set);
+}
+
 /*
  * redlock_nodes_run
  *		Sends commands to every master of set at once and waits until the outcome of
@@ -772,26 +811,22 @@ void
 redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands,
 				  bool cleanup, RedlockNodeOutcome *outcomes)
 {
-	CallState	cs;
+	call_run(set, commands, ncommands, cleanup, 0, NULL, outcomes);
+}
 
-	Assert(ncommands > 0);
-	redlock_scripts_hash();
-
-	memset(&cs, 0, sizeof(cs));
-	cs.set = set;
-	cs.commands = commands;
-	cs.ncommands = ncommands;
-	cs.first_id = call_counter + 1;
-	call_counter += ncommands;
-	cs.start_ms = redlock_clock_ms();
-	cs.outcomes = outcomes;
-	cs.awaiting = palloc0(Max(ncommands * set->count, 1) * sizeof(bool));
-	memset(outcomes, 0, ncommands * set->count * sizeof(RedlockNodeOutcome));
-
-	redlock_waitset_idle_look(set);
-	for (int i = 0; i < set->count; i++)
-		call_start_node(&cs, i);
-	call_wait_for_nodes(&cs, cleanup);
-	pfree(cs.awaiting);
-	redlock_nodeset_report_changes(set);
+/*
+ * redlock_nodes_run_by
+ *		redlock_nodes_run (not in cleanup) whose wait also ends at answer_by_ms, a
+ *		redlock_clock_ms() time (> 0): a master that has not answered by then is given
+ *		up as at its deadline, why naming the moment ("the lock's validity ran out");
+ *		replies that arrived by then are read.  For a round whose answer is worthless
+ *		later (spec §6: an extension answered after the validity it extends).  Raises
+ *		what redlock_nodes_run raises.
+ */
+void
+redlock_nodes_run_by(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands,
+					 double answer_by_ms, const char *why, RedlockNodeOutcome *outcomes)
+{
+	Assert(answer_by_ms > 0);
+	call_run(set, commands, ncommands, false, answer_by_ms, why, outcomes);
 }

@@ -12,5 +12,8 @@
 
 extern void redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands,
 							  int ncommands, bool cleanup, RedlockNodeOutcome *outcomes);
+extern void redlock_nodes_run_by(RedlockNodeSet *set, const RedlockCommand *commands,
+								 int ncommands, double answer_by_ms, const char *why,
+								 RedlockNodeOutcome *outcomes);
 
 #endif							/* REDLOCK_CALL_H */

@@ -165,7 +165,7 @@ worker_renew_round(uint64 *changes)
 						 "the configuration it was taken under could not be read");
 			continue;
 		}
-		redlock_quorum_extend_many(set, batch, ttls, m, true, results);
+		redlock_quorum_extend_many(set, batch, ttls, m, true, 0, results);
 		now_ms = redlock_clock_ms();
 		for (int j = 0; j < m; j++)
 		{
