@@ -240,14 +240,15 @@ redlock_lockset_extend(const char *const *resources, int n, int ttl_ms, bool *no
 		else
 		{
 			int			b = nbatch++;
+			double		by_ms;
 
 			batch[b] = lock;
 			batch_k[b] = k;
 			ttls[b] = ttl_ms == 0 ? lock->ttl_ms : ttl_ms;
 			expired[b] = redlock_lock_refresh_begin(lock, ttls[b]);
-			if (redlock_lock_answer_by_ms(lock) > 0 &&
-				(answer_by_ms == 0 || redlock_lock_answer_by_ms(lock) < answer_by_ms))
-				answer_by_ms = redlock_lock_answer_by_ms(lock);
+			by_ms = redlock_lock_answer_by_ms(lock);
+			if (by_ms > 0 && (answer_by_ms == 0 || by_ms < answer_by_ms))
+				answer_by_ms = by_ms;
 			kts[b].key = lock->key;
 			kts[b].token = lock->token;
 			kts[b].announce = NULL;

@@ -77,8 +77,9 @@ typedef struct CallState
 	int			ncommands;
 	uint64		first_id;		/* call_id of commands[0]; commands[c] has first_id + c */
 	double		start_ms;
-	double		answer_by_ms;	/* > 0: no deadline later (redlock_nodes_run_by) */
-	const char *answer_by_why;	/* why a node given up then was */
+	double		last_deadline_ms;	/* > 0: no node's deadline is later (a cleanup's
+									 * CLEANUP_MAX_MS, redlock_nodes_run_by's time) */
+	const char *last_deadline_why;	/* NULL, or why a node given up then was */
 	NodeCall	calls[REDLOCK_MAX_NODES];
 	bool	   *awaiting;		/* [c * count + i]: command c's reply from node i */
 	RedlockNodeOutcome *outcomes;	/* [c * count + i] */
@@ -602,17 +603,15 @@ call_wait_for_nodes(CallState *cs, bool cleanup)
 
 			if (!call_waits_on(call))
 				continue;
-			if (cleanup)
-				call->deadline_ms = Min(call->deadline_ms, cs->start_ms + CLEANUP_MAX_MS);
-			if (cs->answer_by_ms > 0)
-				call->deadline_ms = Min(call->deadline_ms, cs->answer_by_ms);
+			if (cs->last_deadline_ms > 0)
+				call->deadline_ms = Min(call->deadline_ms, cs->last_deadline_ms);
 			if (call->polled_after_deadline)
 			{
 				char		why[REDLOCK_NODE_ERROR_LEN];
 
-				if (cs->answer_by_ms > 0 && call->deadline_ms >= cs->answer_by_ms)
+				if (cs->last_deadline_why && call->deadline_ms >= cs->last_deadline_ms)
 					snprintf(why, sizeof(why), "no answer after %d ms, when %s",
-							 (int) (now - cs->start_ms), cs->answer_by_why);
+							 (int) (now - cs->start_ms), cs->last_deadline_why);
 				else
 					snprintf(why, sizeof(why), "timed out after %d ms%s", (int) (now - cs->start_ms),
 							 set->nodes[i].conn.connecting && set->nodes[i].conn.tls ?
@@ -774,8 +773,8 @@ call_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands, boo
 	cs.first_id = call_counter + 1;
 	call_counter += ncommands;
 	cs.start_ms = redlock_clock_ms();
-	cs.answer_by_ms = answer_by_ms;
-	cs.answer_by_why = answer_by_why;
+	cs.last_deadline_ms = cleanup ? cs.start_ms + CLEANUP_MAX_MS : answer_by_ms;
+	cs.last_deadline_why = cleanup ? NULL : answer_by_why;
 	cs.outcomes = outcomes;
 	cs.awaiting = palloc0(Max(ncommands * set->count, 1) * sizeof(bool));
 	memset(outcomes, 0, ncommands * set->count * sizeof(RedlockNodeOutcome));
