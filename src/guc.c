@@ -37,6 +37,7 @@
 
 int			redlock_connect_timeout_ms = 200;
 int			redlock_timeout_ms = 50;
+int			redlock_quorum_timeout_ms = 2000;
 int			redlock_retry_delay_ms = 200;
 int			redlock_retry_jitter_ms = 200;
 double		redlock_clock_drift_factor = 0.01;
@@ -412,6 +413,15 @@ RedlockGucInit(void)
 							"Keep it small compared with lock TTLs so that a dead master costs little.",
 							&redlock_timeout_ms,
 							50, 1, 60000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("redlock.quorum_timeout",
+							"Time an acquire keeps retrying while masters are too slow to make a quorum.",
+							"Whatever its wait, an attempt that fewer than a quorum answered, but that the masters that timed out would have made one, is retried after the retry delay with doubled patience until this long after the acquire began. 0: raise at once.",
+							&redlock_quorum_timeout_ms,
+							2000, 0, 3600000,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -12,6 +12,7 @@
 
 extern int	redlock_connect_timeout_ms;
 extern int	redlock_timeout_ms;
+extern int	redlock_quorum_timeout_ms;
 extern int	redlock_retry_delay_ms;
 extern int	redlock_retry_jitter_ms;
 extern double redlock_clock_drift_factor;

@@ -101,6 +101,8 @@ typedef struct RedlockNodeOutcome
 	int			text_len;
 	bool		left_out;		/* its reply counts toward no quorum (wire/masterinfo.c):
 								 * kind NONE, the reason in error */
+	bool		timed_out;		/* kind NONE: its deadline passed on an open connection
+								 * (a master that may yet answer), not a failure */
 } RedlockNodeOutcome;
 
 /* True when a node failed: no reply at all, or an error reply from Redis. */
@@ -238,6 +240,7 @@ typedef struct RedlockResult
 	int			left_out;		/* ... of them, answers that did not count
 								 * (wire/masterinfo.c: a restart, eviction) */
 	int			out_of_memory;	/* ... of them, Redis' OOM error (maxmemory reached) */
+	int			timed_out;		/* ... of them, no reply in time on an open connection */
 	int			attempts;		/* acquire attempts made */
 	double		elapsed_ms;		/* duration of the attempt that decided */
 	double		valid_until_ms; /* monotonic end of validity (after REDLOCK_OK) */

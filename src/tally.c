@@ -60,7 +60,8 @@ redlock_tally_one(const RedlockNodeOutcome *outcome)
  *		approves: a reply that says something about the key), failed (no reply, or an
  *		error reply: redlock_outcome_failed), and of the failed, left_out (answers that
  *		count toward no quorum: wire/masterinfo.c) and out_of_memory (Redis' OOM error:
- *		the master reached maxmemory with noeviction).
+ *		the master reached maxmemory with noeviction) and timed_out (no reply in time
+ *		on a connection still open: a master that may be slow rather than gone).
  *
  * gone: approves an answer that says our key is not there; NULL when the round cannot
  *		tell (then 0 is returned).
@@ -74,7 +75,7 @@ redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcomeTest accep
 	int			gone_count = 0;
 
 	result->accepted = result->answered = result->failed = 0;
-	result->left_out = result->out_of_memory = 0;
+	result->left_out = result->out_of_memory = result->timed_out = 0;
 	for (int i = 0; i < result->node_count; i++)
 	{
 		if (redlock_outcome_failed(&outcomes[i]))
@@ -82,6 +83,8 @@ redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcomeTest accep
 			result->failed++;
 			if (outcomes[i].left_out)
 				result->left_out++;
+			else if (outcomes[i].timed_out)
+				result->timed_out++;
 			else if (outcomes[i].kind == REDLOCK_REPLY_ERROR &&
 					 strncmp(outcomes[i].error, "OOM ", 4) == 0)
 				result->out_of_memory++;

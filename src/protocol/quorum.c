@@ -356,7 +356,8 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		}
 		redlock_retry_attempt(&retry, result);
 		start_ms = redlock_clock_ms();
-		redlock_nodes_run(set, commands, nrun, false, outcomes);
+		redlock_nodes_run_within(set, commands, nrun, redlock_retry_timeout_ms(&retry, ttl_ms),
+								 outcomes);
 		now = redlock_clock_ms();
 		result->elapsed_ms = now - start_ms;
 
@@ -393,6 +394,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		result->failed = tallies[Max(kept, 0)].failed;
 		result->left_out = tallies[Max(kept, 0)].left_out;
 		result->out_of_memory = tallies[Max(kept, 0)].out_of_memory;
+		result->timed_out = tallies[Max(kept, 0)].timed_out;
 		if (result->node_errors)	/* an earlier attempt's */
 			pfree(result->node_errors);
 		result->node_errors = NULL;
@@ -452,7 +454,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		 * quorum answered is retried like a busy one (the undo above went out), and
 		 * the last attempt's outcome is the answer when the wait runs out.
 		 */
-		if (result->beyond_slot > 0 || !redlock_retry_next(&retry, result->elapsed_ms, free_in))
+		if (result->beyond_slot > 0 || !redlock_retry_next(&retry, result, free_in))
 			break;
 	}
 

@@ -211,7 +211,8 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 
 		redlock_retry_attempt(&retry, result);
 		start_ms = redlock_clock_ms();
-		redlock_nodes_run(set, commands, ncommands, false, outcomes);
+		redlock_nodes_run_within(set, commands, ncommands,
+								 redlock_retry_timeout_ms(&retry, ttl_ms), outcomes);
 		result->elapsed_ms = redlock_clock_ms() - start_ms;
 
 		/* Spec §3 steps 3 and 4 for the set: a quorum set all, and validity is left. */
@@ -259,7 +260,7 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 		redlock_round_count_attempt(result, won, start_ms, ttl_ms, drift_ms);
 		if (won)
 			break;
-		if (!redlock_retry_next(&retry, result->elapsed_ms, look ? free_in : -1))
+		if (!redlock_retry_next(&retry, result, look ? free_in : -1))
 			break;
 	}
 	pfree(record.data);

@@ -3,7 +3,22 @@
  * retry.c
  *	  The wait policy between acquire attempts (spec §4): a random retry delay, and what
  *	  ends it early (the keys that refused us expiring, a release announced to this
- *	  waiter), and whether a refused lock is held by one other client.  One attempt of
+ *	  waiter), and whether a refused lock is held by one other client.
+ *
+ * Invariant: an acquire ends at its wait (wait_ms), except that a slow attempt is
+ * retried until redlock.quorum_timeout after the acquire began, whatever the wait.  An
+ * attempt is slow when fewer than a quorum of masters answered it, but the masters
+ * that did not answer in time on open connections would have made one: masters that
+ * are slow, not gone (refused connections, errors, a minority alive: raised at once).
+ * So a try-lock rides out a blip (a burst of new sessions on an oversubscribed
+ * machine, a master paused) rather than raise 08006 at the first timeout.  Each slow
+ * attempt in a row doubles the next one's
+ * patience (how long a master may take to answer: redlock.timeout, then twice, four
+ * times ..., as TCP backs off its retransmission timeout), up to a tenth of the TTL
+ * and what is left of redlock.quorum_timeout: a master that answers late but answers
+ * is then counted, rather than asked again.  Every attempt is undone before the next
+ * (spec §3 step 5), and its validity counts the time it took (§3 step 4), so retrying
+ * costs the masters one more round, never safety.  One attempt of
  *	  the protocol is quorum.c's (or quorumset.c's); the loop around the attempts, its
  *	  deadline, the waiter it reads and how long it waits before the next attempt,
  *	  are written once, here.
@@ -57,10 +72,14 @@ redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
 }
 
 /*
- * Sleeps a random retry delay (spec §4): redlock.retry_delay plus up to
- *		redlock.retry_jitter ms, but at least as long as the attempt took (attempt_ms)
- *		and at least 1 ms, so that a delay of 0 cannot turn into a hot loop against the
- *		masters; and not past deadline_ms (a redlock_clock_ms() time; < 0 for none).
+ * Sleeps a random retry delay (spec §4): after a busy attempt, redlock.retry_delay plus
+ *		up to redlock.retry_jitter ms; after a slow one, a random part of the attempt's
+ *		own time (it already waited its patience, and the next one waits twice as
+ *		long: that is its backoff; the random part spreads the clients that timed out
+ *		together).  After a busy one at least as long as the attempt took
+ *		(attempt_ms); always at least 1 ms, so that a delay of 0 cannot turn into a hot
+ *		loop against the masters; and not past deadline_ms (a redlock_clock_ms() time;
+ *		< 0 for none).
  *
  * Two things end it early.  free_in_ms >= 0: the keys that refused us expire on a
  * quorum of masters that many ms from now (their PTTLs), so waking then is enough.
@@ -76,17 +95,23 @@ redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
  * aside): raises 57014 on query cancel or statement_timeout.
  */
 static void
-retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
+retry_sleep(double attempt_ms, bool slow, double deadline_ms, double free_in_ms,
 			RedlockWaiter *waiter, const RedlockWakeCount *seen)
 {
 	double		now = redlock_clock_ms();
 	double		delay = redlock_retry_delay_ms;
 	double		end;
 
-	if (redlock_retry_jitter_ms > 0)
-		delay += (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
-											   redlock_retry_jitter_ms);
-	delay = Max(delay, Max(attempt_ms, 1.0));
+	if (slow)
+		delay = (double) pg_prng_uint64_range(&pg_global_prng_state, 1,
+											  (uint64) Max(attempt_ms, 1.0));
+	else
+	{
+		if (redlock_retry_jitter_ms > 0)
+			delay += (double) pg_prng_uint64_range(&pg_global_prng_state, 0,
+												   redlock_retry_jitter_ms);
+		delay = Max(delay, Max(attempt_ms, 1.0));
+	}
 	if (free_in_ms >= 0)
 		delay = Min(delay, Max(free_in_ms + 1.0, 1.0));
 	end = now + delay;
@@ -128,8 +153,9 @@ retry_sleep(double attempt_ms, double deadline_ms, double free_in_ms,
 
 /*
  * redlock_retry_begin
- *		Starts an acquire's attempts: wait_ms is how long it may wait (0: one attempt;
- *		< 0: no limit), waiter its slot on the waiter board (may be NULL).  behind:
+ *		Starts an acquire's attempts: wait_ms is how long it may wait (0: one attempt,
+ *		unless fewer than a quorum answer it: the invariant above; < 0: no limit),
+ *		waiter its slot on the waiter board (may be NULL).  behind:
  *		other sessions of this cluster were waiting already, so this one first waits
  *		for a wake-up (or a retry delay), queued behind them (waiters.c).  Raises 57014
  *		on query cancel or statement_timeout.
@@ -139,11 +165,13 @@ redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter, boo
 {
 	retry->waiter = waiter;
 	retry->deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
+	retry->reach_deadline_ms = redlock_clock_ms() + redlock_quorum_timeout_ms;
+	retry->slow_attempts = 0;
 	retry->seen.announced = retry->seen.direct = 0;
 	if (waiter && behind && wait_ms != 0)
 	{
 		redlock_waiters_read(waiter, &retry->seen);
-		retry_sleep(0, retry->deadline_ms, -1, waiter, &retry->seen);
+		retry_sleep(0, false, retry->deadline_ms, -1, waiter, &retry->seen);
 	}
 }
 
@@ -166,20 +194,61 @@ redlock_retry_attempt(RedlockRetry *retry, RedlockResult *result)
 }
 
 /*
+ * True when attempt, refused, was slow (the invariant above): fewer than a quorum
+ * answered, and those that timed out would have made one.
+ */
+static bool
+retry_slow(const RedlockResult *attempt)
+{
+	return attempt->status == REDLOCK_UNAVAILABLE &&
+		redlock_quorum_reached(attempt->answered + attempt->timed_out, attempt->quorum);
+}
+
+/*
  * redlock_retry_next
- *		After a refused attempt that took attempt_ms: false when the acquire's wait
- *		has run out; else sleeps the retry delay (spec §4, ended early as
- *		retry_sleep says; free_in_ms: when the keys that refused us expire on a
- *		quorum, < 0 unknown) and returns true.  Raises 57014 on query cancel or
+ *		After attempt (its status, counts and elapsed_ms), refused: false when the
+ *		acquire's wait has run out (for a slow attempt, when redlock.quorum_timeout has
+ *		too: the invariant above); else sleeps the retry delay (spec §4, ended early as
+ *		retry_sleep says; free_in_ms: when the keys that refused us expire on a quorum,
+ *		< 0 unknown) and returns true.  Raises 57014 on query cancel or
  *		statement_timeout.
  */
 bool
-redlock_retry_next(RedlockRetry *retry, double attempt_ms, double free_in_ms)
+redlock_retry_next(RedlockRetry *retry, const RedlockResult *attempt, double free_in_ms)
 {
-	if (retry->deadline_ms >= 0 && redlock_clock_ms() >= retry->deadline_ms)
+	double		now = redlock_clock_ms();
+	double		deadline_ms = retry->deadline_ms;
+	bool		slow = retry_slow(attempt);
+
+	retry->slow_attempts = slow ? retry->slow_attempts + 1 : 0;
+	if (slow && deadline_ms >= 0)
+		deadline_ms = Max(deadline_ms, retry->reach_deadline_ms);
+	if (deadline_ms >= 0 && now >= deadline_ms)
 		return false;
-	retry_sleep(attempt_ms, retry->deadline_ms, free_in_ms, retry->waiter, &retry->seen);
+	retry_sleep(attempt->elapsed_ms, slow, deadline_ms, free_in_ms, retry->waiter, &retry->seen);
 	return true;
+}
+
+/*
+ * redlock_retry_timeout_ms
+ *		How long (ms) each master may take to answer the next attempt of an acquire
+ *		whose TTL is ttl_ms: redlock.timeout, doubled for each slow attempt in a row
+ *		(the invariant above), but not past a tenth of the TTL nor what is left
+ *		of redlock.quorum_timeout, and never below redlock.timeout (the invariant
+ *		above).  Raises nothing.
+ */
+int
+redlock_retry_timeout_ms(const RedlockRetry *retry, int ttl_ms)
+{
+	double		patience = redlock_timeout_ms;
+	double		cap;
+
+	if (retry->slow_attempts == 0)
+		return redlock_timeout_ms;
+	cap = Min(ttl_ms / 10.0, retry->reach_deadline_ms - redlock_clock_ms());
+	for (int k = 0; k < retry->slow_attempts && patience < cap; k++)
+		patience *= 2;
+	return (int) Max(Min(patience, cap), redlock_timeout_ms);
 }
 
 /* qsort comparator for doubles, ascending. */

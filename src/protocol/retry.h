@@ -20,13 +20,18 @@ typedef struct RedlockRetry
 {
 	RedlockWaiter *waiter;		/* our slot on the waiter board, or NULL */
 	double		deadline_ms;	/* redlock_clock_ms() time; < 0: none */
+	double		reach_deadline_ms;	/* until when a slow attempt (retry.c) is
+									 * retried, whatever deadline_ms */
+	int			slow_attempts;	/* slow attempts in a row, up to the latest */
 	RedlockWakeCount seen;		/* the waiter's wake-ups before the latest attempt */
 } RedlockRetry;
 
 extern void redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter,
 								bool behind);
 extern void redlock_retry_attempt(RedlockRetry *retry, RedlockResult *result);
-extern bool redlock_retry_next(RedlockRetry *retry, double attempt_ms, double free_in_ms);
+extern int	redlock_retry_timeout_ms(const RedlockRetry *retry, int ttl_ms);
+extern bool redlock_retry_next(RedlockRetry *retry, const RedlockResult *attempt,
+							   double free_in_ms);
 extern bool redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
 									   const RedlockNodeOutcome *get_outcomes, int count,
 									   int quorum);

@@ -6,7 +6,8 @@
  *	  next to the TTL).  This layer knows Redis, not locks.
  *
  * The first connection of a configuration to a master runs its handshake (AUTH,
- * SELECT, the probes INFO and CONFIG GET, SCRIPT LOAD) and only then gets the call's commands: nothing that takes or
+ * SELECT, the probes INFO and CONFIG GET, the scripts: node.c), within
+ * redlock.connect_timeout, and only then gets the call's commands: nothing that takes or
  * touches a lock may run on a connection whose AUTH or SELECT failed.  Once a
  * handshake of that configuration succeeded there, later connections (after a failure
  * or a restart) pipeline the commands behind it, so that a reconnect costs no round
@@ -29,10 +30,12 @@
  * script cache), unless a newer script command on the same key and token is already
  * on its way: re-sent behind it, an older extension would set an older TTL over the
  * newer one.  A connection that owes replies and has made no progress for longer than
- * redlock.timeout is taken for hung and closed.  So is one that failed (I/O, protocol):
- * it is re-opened on the next call.  A call that stops waiting for a master at its
- * deadline keeps that connection open with the replies owed (call_node_give_up), so
- * that what the next call sends (an attempt's undo) follows in order.
+ * redlock.quorum_timeout (a connect: redlock.connect_timeout) is taken for hung and
+ * closed (call_node_hung_after_ms).  So is one that failed (I/O, protocol): it is
+ * re-opened on the next call.  A call that stops waiting for a master at its deadline
+ * keeps that connection open with the replies owed (call_node_give_up), also in its
+ * handshake, so that what the next call sends (an attempt's undo) follows in order
+ * and a slow master's queue is not lengthened by a new handshake.
  *
  * One call may carry several commands (a cleanup releases every lock in one round);
  * every master gets them all at once and each command is decided on its own.
@@ -77,6 +80,7 @@ typedef struct CallState
 	int			ncommands;
 	uint64		first_id;		/* call_id of commands[0]; commands[c] has first_id + c */
 	double		start_ms;
+	int			timeout_ms;		/* redlock.timeout, or a retry's longer patience */
 	double		last_deadline_ms;	/* > 0: no node's deadline is later (a cleanup's
 									 * CLEANUP_MAX_MS, redlock_nodes_run_by's time) */
 	const char *last_deadline_why;	/* NULL, or why a node given up then was */
@@ -92,18 +96,19 @@ call_waits_on(const NodeCall *call)
 	return call->awaited > 0 || call->deferred;
 }
 
-static uint64 call_counter = REDLOCK_CALL_ID_PROBE;	/* calls' ids start above */
+static uint64 call_counter = REDLOCK_CALL_ID_HANDSHAKE_LAST;	/* calls' ids start above */
 
 /* The outcome slot of command c at node i. */
 #define CALL_OUTCOME(cs, c, i)	(&(cs)->outcomes[(c) * (cs)->set->count + (i)])
 #define CALL_AWAITING(cs, c, i)	((cs)->awaiting[(c) * (cs)->set->count + (i)])
 
 /*
- * Records a failure of node i (why) for every command of the call still waiting on it;
- * the connection is left as it is.
+ * Records a failure of node i (why; timed_out: its deadline passed, rather than its
+ * connection failing) for every command of the call still waiting on it; the
+ * connection is left as it is.
  */
 static void
-call_node_record_failure(CallState *cs, int i, const char *why)
+call_node_record_failure(CallState *cs, int i, const char *why, bool timed_out)
 {
 	RedlockNode *node = &cs->set->nodes[i];
 	NodeCall   *call = &cs->calls[i];
@@ -113,6 +118,7 @@ call_node_record_failure(CallState *cs, int i, const char *why)
 		if (!CALL_AWAITING(cs, c, i) && !call->deferred)
 			continue;
 		CALL_OUTCOME(cs, c, i)->kind = REDLOCK_REPLY_NONE;
+		CALL_OUTCOME(cs, c, i)->timed_out = timed_out;
 		strlcpy(CALL_OUTCOME(cs, c, i)->error, why, sizeof(CALL_OUTCOME(cs, c, i)->error));
 		CALL_OUTCOME(cs, c, i)->elapsed_ms = redlock_clock_ms() - cs->start_ms;
 		CALL_AWAITING(cs, c, i) = false;
@@ -124,11 +130,44 @@ call_node_record_failure(CallState *cs, int i, const char *why)
 	redlock_node_note_error(node, why);
 }
 
+static void call_hold_commands(CallState *cs, int i);
+
+/*
+ * How long node's connection may go without progress in call cs: redlock.connect_timeout
+ * while it is being established (its TCP connect, TLS handshake, or our handshake:
+ * under a burst of new sessions a master answers handshakes in a queue, and a
+ * connection reopened after each timeout only lengthens it), the call's timeout
+ * (redlock.timeout, or more: redlock_nodes_run_within) once it is ready; never less
+ * than that timeout.
+ */
+static int
+call_node_budget_ms(const CallState *cs, const RedlockNode *node)
+{
+	return node->conn.connecting || node->handshake_owed > 0 ?
+		Max(redlock_connect_timeout_ms, cs->timeout_ms) : cs->timeout_ms;
+}
+
+/*
+ * How long node's connection may owe replies without progress before a call takes it
+ * for hung and closes it: a connect under way, its budget; an open connection, as
+ * long as an acquire keeps retrying slow masters (redlock.quorum_timeout), and at
+ * least its budget.  Closing a connection to a master that is only slow would put
+ * its requests at the back of the master's queue again, and each reopening adds a
+ * handshake to that queue.
+ */
+static int
+call_node_hung_after_ms(const CallState *cs, const RedlockNode *node)
+{
+	if (node->conn.connecting)
+		return call_node_budget_ms(cs, node);
+	return Max(call_node_budget_ms(cs, node), redlock_quorum_timeout_ms);
+}
+
 /* Records a failure of node i (why), and closes its connection. */
 static void
 call_node_fail(CallState *cs, int i, const char *why)
 {
-	call_node_record_failure(cs, i, why);
+	call_node_record_failure(cs, i, why, false);
 	redlock_node_close(cs->set, &cs->set->nodes[i]);
 }
 
@@ -140,20 +179,26 @@ call_node_fail(CallState *cs, int i, const char *why)
  * socket: a new connection's undo could run first, or stay unsent in a connect that
  * no call drives, and the late SET would hold the key for its whole TTL.  The wait for
  * it restarts from now: a later call takes the connection for hung (and closes it)
- * only after another redlock.timeout without progress.  A connect, TLS handshake or
- * handshake still under way sent nothing of the call: that connection is closed.
+ * only after another wait without progress (call_node_budget_ms).  A connection whose
+ * handshake is still under way is kept too, and the call's commands are held for it
+ * (call_hold_commands), as for a call decided without it: closing it would throw the
+ * handshake's work away and make the next call start another.  A TCP connect or TLS
+ * handshake still under way is closed.
  */
 static void
 call_node_give_up(CallState *cs, int i, const char *why)
 {
 	RedlockNode *node = &cs->set->nodes[i];
+	bool		held = cs->calls[i].deferred;
 
-	if (node->conn.ctx == NULL || node->conn.connecting || cs->calls[i].deferred)
+	if (node->conn.ctx == NULL || node->conn.connecting)
 	{
 		call_node_fail(cs, i, why);
 		return;
 	}
-	call_node_record_failure(cs, i, why);
+	call_node_record_failure(cs, i, why, true);
+	if (held)
+		call_hold_commands(cs, i);
 	node->progress_ms = redlock_clock_ms();
 }
 
@@ -167,7 +212,7 @@ static void
 call_progressed(CallState *cs, int i)
 {
 	NodeCall   *call = &cs->calls[i];
-	double		deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
+	double		deadline_ms = redlock_clock_ms() + call_node_budget_ms(cs, &cs->set->nodes[i]);
 
 	if (call_waits_on(call) && deadline_ms > call->deadline_ms)
 	{
@@ -261,8 +306,7 @@ call_send_commands(CallState *cs, int i)
 	}
 	if (!node->conn.connecting)
 		call_node_write(cs, i);
-	call->deadline_ms = redlock_clock_ms() +
-		(node->conn.connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
+	call->deadline_ms = redlock_clock_ms() + call_node_budget_ms(cs, node);
 	call->polled_after_deadline = false;
 }
 
@@ -376,11 +420,11 @@ call_node_read(CallState *cs, int i)
 		node->progress_ms = redlock_clock_ms();
 		call_progressed(cs, i);
 
-		if (entry.call_id <= REDLOCK_CALL_ID_PROBE)
+		if (entry.call_id <= REDLOCK_CALL_ID_HANDSHAKE_LAST)
 		{
-			/* The handshake's (node.c): AUTH's, SELECT's or SCRIPT LOAD's error ends it. */
-			RedlockHandshakeStep step = redlock_node_handshake_reply(node, entry.call_id, reply,
-																	 why, sizeof(why));
+			/* The handshake's (node.c): AUTH's, SELECT's or a SCRIPT command's error ends it. */
+			RedlockHandshakeStep step = redlock_node_handshake_reply(cs->set, node, entry.call_id,
+																	 reply, why, sizeof(why));
 
 			redlock_conn_reply_free(reply);
 			if (step == REDLOCK_HANDSHAKE_FAILED)
@@ -394,6 +438,8 @@ call_node_read(CallState *cs, int i)
 				if (node->conn.ctx && cs->calls[i].deferred)
 					call_send_commands(cs, i);
 			}
+			else if (node->conn.writing)
+				call_node_write(cs, i);	/* the SCRIPT LOADs of scripts it lacks */
 			continue;
 		}
 
@@ -464,7 +510,7 @@ call_node_connected(CallState *cs, int i)
 	node->progress_ms = redlock_clock_ms();	/* the handshake is owed from now */
 	if (call_waits_on(call))
 	{
-		call->deadline_ms = redlock_clock_ms() + redlock_timeout_ms;
+		call->deadline_ms = redlock_clock_ms() + call_node_budget_ms(cs, node);
 		call->polled_after_deadline = false;
 	}
 	/* Out at once: a call decided meanwhile would leave it unsent, then judged stale. */
@@ -709,8 +755,7 @@ call_start_node(CallState *cs, int i)
 	if (node->conn.ctx && node->conn.connecting)
 		call_node_continue_connect(cs, i);
 	if (node->conn.ctx && node->owed.len > 0 &&
-		cs->start_ms - node->progress_ms >
-		(node->conn.connecting ? redlock_connect_timeout_ms : redlock_timeout_ms))
+		cs->start_ms - node->progress_ms > call_node_hung_after_ms(cs, node))
 	{
 		snprintf(why, sizeof(why), "no reply for %d ms: connection closed",
 				 (int) (cs->start_ms - node->progress_ms));
@@ -744,8 +789,7 @@ call_start_node(CallState *cs, int i)
 	if (node->handshake_owed > 0 && !node->handshake_verified)
 	{
 		call->deferred = true;
-		call->deadline_ms = redlock_clock_ms() +
-			(node->conn.connecting ? redlock_connect_timeout_ms : redlock_timeout_ms);
+		call->deadline_ms = redlock_clock_ms() + call_node_budget_ms(cs, node);
 		if (!node->conn.connecting)
 			call_node_write(cs, i);
 		return;
@@ -756,10 +800,14 @@ call_start_node(CallState *cs, int i)
 		call_send_commands(cs, i);
 }
 
-/* redlock_nodes_run and redlock_nodes_run_by: one call, answer_by_ms 0 for none. */
+/*
+ * redlock_nodes_run and its variants: one call, each master given timeout_ms without
+ * progress, answer_by_ms 0 for none.
+ */
 static void
 call_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands, bool cleanup,
-		 double answer_by_ms, const char *answer_by_why, RedlockNodeOutcome *outcomes)
+		 int timeout_ms, double answer_by_ms, const char *answer_by_why,
+		 RedlockNodeOutcome *outcomes)
 {
 	CallState	cs;
 
@@ -773,6 +821,7 @@ call_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands, boo
 	cs.first_id = call_counter + 1;
 	call_counter += ncommands;
 	cs.start_ms = redlock_clock_ms();
+	cs.timeout_ms = timeout_ms;
 	cs.last_deadline_ms = cleanup ? cs.start_ms + CLEANUP_MAX_MS : answer_by_ms;
 	cs.last_deadline_why = cleanup ? NULL : answer_by_why;
 	cs.outcomes = outcomes;
@@ -800,8 +849,8 @@ call_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands, boo
  * outcomes: ncommands * set's size entries, command-major ([c * size + node]), filled
  *		with each master's reply, failure, or REDLOCK_REPLY_PENDING when the outcome
  *		was decided without it.  A master gets at most connect_timeout (ms) to connect,
- *		timeout (ms) for its handshake and then timeout (ms) to answer, all commands at
- *		once.
+ *		connect_timeout (ms) without progress in its handshake and then timeout (ms)
+ *		without progress to answer, all commands at once.
  *
  * Outside cleanup, raises whatever CHECK_FOR_INTERRUPTS raises (query cancel, 57014;
  * statement_timeout), and out-of-memory errors; the connections stay usable.
@@ -810,7 +859,22 @@ void
 redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands,
 				  bool cleanup, RedlockNodeOutcome *outcomes)
 {
-	call_run(set, commands, ncommands, cleanup, 0, NULL, outcomes);
+	call_run(set, commands, ncommands, cleanup, redlock_timeout_ms, 0, NULL, outcomes);
+}
+
+/*
+ * redlock_nodes_run_within
+ *		redlock_nodes_run (not in cleanup) with timeout_ms (>= 1) in place of
+ *		redlock.timeout: how long a master may go without progress.  For an acquire's
+ *		retry after masters did not answer in time (retry.c's patience).  Raises what
+ *		redlock_nodes_run raises.
+ */
+void
+redlock_nodes_run_within(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands,
+						 int timeout_ms, RedlockNodeOutcome *outcomes)
+{
+	Assert(timeout_ms >= 1);
+	call_run(set, commands, ncommands, false, timeout_ms, 0, NULL, outcomes);
 }
 
 /*
@@ -827,5 +891,5 @@ redlock_nodes_run_by(RedlockNodeSet *set, const RedlockCommand *commands, int nc
 					 double answer_by_ms, const char *why, RedlockNodeOutcome *outcomes)
 {
 	Assert(answer_by_ms > 0);
-	call_run(set, commands, ncommands, false, answer_by_ms, why, outcomes);
+	call_run(set, commands, ncommands, false, redlock_timeout_ms, answer_by_ms, why, outcomes);
 }

@@ -15,5 +15,8 @@ extern void redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *command
 extern void redlock_nodes_run_by(RedlockNodeSet *set, const RedlockCommand *commands,
 								 int ncommands, double answer_by_ms, const char *why,
 								 RedlockNodeOutcome *outcomes);
+extern void redlock_nodes_run_within(RedlockNodeSet *set, const RedlockCommand *commands,
+									 int ncommands, int timeout_ms,
+									 RedlockNodeOutcome *outcomes);
 
 #endif							/* REDLOCK_CALL_H */

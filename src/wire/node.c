@@ -10,13 +10,18 @@
  * one socket code (conn.c), the node set's TLS settings (tls.c), one handshake.
  *
  * Connections open lazily and are reused.  A new connection starts with its handshake:
- * AUTH and SELECT as configured, and, for a call's connection, SCRIPT LOAD of every
- * registered script.  Commands are appended with the reply they will owe logged first.  When a connection closes,
- * the releases it may not have delivered are kept for the next one; everything else it
- * owed is forgotten.
+ * AUTH and SELECT as configured, and, for a call's connection, the probes and SCRIPT
+ * EXISTS of every registered script, then SCRIPT LOAD of only those the master's cache
+ * lacks (a master's script cache is shared by all its clients: in a burst of new
+ * sessions only the first loads them; a connection costs the master one cheap lookup,
+ * not a load per script).  Commands are appended with the reply they will owe logged
+ * first.  When a connection closes, the releases it may not have delivered are kept for
+ * the next one; everything else it owed is forgotten.
  *
- * The scripts every connection loads are registered here, and run with EVALSHA once
- * their SHA-1 is known (EVAL before).
+ * The scripts are registered here, and run with EVALSHA once their SHA-1 is known (EVAL
+ * before).  A command that finds the script missing anyway (a master restarted or
+ * flushed behind a pipelined handshake) is answered NOSCRIPT and sent again with EVAL
+ * (call.c).
  *
  * Only conn.c talks to hiredis; the arguments kept for owed replies are palloc'd in
  * the set's context, copies of what hiredis was given.
@@ -32,25 +37,36 @@
 #include "clock.h"
 #include "wire/node.h"
 
-/* The scripts every connection loads in its handshake. */
+/* The scripts every call connection makes sure of in its handshake. */
 #define REDLOCK_MAX_SCRIPTS 16
+
+/*
+ * SHA-1s per SCRIPT EXISTS: before AUTH, Redis takes a command of more than 10
+ * arguments for a protocol error and closes the connection, and the NOAUTH that says
+ * what is wrong (no password configured for masters that want one) would be lost.
+ */
+#define REDLOCK_EXISTS_PER_COMMAND 8
 static RedlockScript *scripts[REDLOCK_MAX_SCRIPTS];
 static int	script_count = 0;
 
 /*
  * Computes script->sha1 from script->body, for EVALSHA.  Hashing needs a resource
- * owner, which backend exit no longer has; until it is known, EVAL sends the body.
- * Raises ERROR (XX000) if the SHA-1 cannot be computed, which does not happen in
- * practice.
+ * owner: the library's load makes one if there is none (the postmaster, preloading:
+ * every backend then inherits the hashes and its first call pays nothing for them);
+ * backend exit has none, and until a hash is known EVAL sends the body.  Raises ERROR
+ * (XX000) if the SHA-1 cannot be computed, which does not happen in practice.
  */
 static void
-node_script_hash(RedlockScript *script)
+node_script_hash(RedlockScript *script, bool loading)
 {
 	pg_cryptohash_ctx *ctx;
 	uint8		digest[20];
+	ResourceOwner temporary = NULL;
 
-	if (script->sha1[0] != '\0' || CurrentResourceOwner == NULL)
+	if (script->sha1[0] != '\0' || (CurrentResourceOwner == NULL && !loading))
 		return;
+	if (CurrentResourceOwner == NULL)
+		CurrentResourceOwner = temporary = ResourceOwnerCreate(NULL, "redlock script hashing");
 	ctx = pg_cryptohash_create(PG_SHA1);
 
 	if (ctx == NULL ||
@@ -61,14 +77,22 @@ node_script_hash(RedlockScript *script)
 	pg_cryptohash_free(ctx);
 	for (int i = 0; i < 20; i++)
 		snprintf(script->sha1 + i * 2, 3, "%02x", digest[i]);
+	if (temporary)
+	{
+		CurrentResourceOwner = NULL;
+		ResourceOwnerRelease(temporary, RESOURCE_RELEASE_BEFORE_LOCKS, true, true);
+		ResourceOwnerRelease(temporary, RESOURCE_RELEASE_LOCKS, true, true);
+		ResourceOwnerRelease(temporary, RESOURCE_RELEASE_AFTER_LOCKS, true, true);
+		ResourceOwnerDelete(temporary);
+	}
 }
 
 /*
  * redlock_script_register
- *		Makes script known to the connection layer: new connections load it in their
- *		handshake, and script commands run it with EVALSHA.  At most
- *		REDLOCK_MAX_SCRIPTS scripts; registering one twice does nothing.  Raises ERROR
- *		(XX000) only if hashing fails.
+ *		Makes script known to the connection layer (at the library's load): new
+ *		connections make sure of it in their handshake, and script commands run it
+ *		with EVALSHA.  At most REDLOCK_MAX_SCRIPTS scripts; registering one twice does
+ *		nothing.  Raises ERROR (XX000) only if hashing fails.
  */
 void
 redlock_script_register(RedlockScript *script)
@@ -79,19 +103,19 @@ redlock_script_register(RedlockScript *script)
 	if (script_count == REDLOCK_MAX_SCRIPTS)
 		elog(ERROR, "too many redlock scripts");
 	scripts[script_count++] = script;
-	node_script_hash(script);
+	node_script_hash(script, true);
 }
 
 /*
  * redlock_scripts_hash
- *		Computes the SHA-1 of every registered script that has none yet (registered
- *		when no resource owner was there).  Raises ERROR (XX000) only if hashing fails.
+ *		Computes the SHA-1 of every registered script that has none yet (when its
+ *		registration could not).  Raises ERROR (XX000) only if hashing fails.
  */
 void
 redlock_scripts_hash(void)
 {
 	for (int k = 0; k < script_count; k++)
-		node_script_hash(scripts[k]);
+		node_script_hash(scripts[k], false);
 }
 
 /*
@@ -151,10 +175,14 @@ node_append(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
 /*
  * redlock_node_append_command
  *		Appends a command for call_id to node's connection (open): argv (argc
- *		arguments, argvlen bytes each) as it is, or, with script, EVALSHA (EVAL when
- *		eval or no SHA-1 is known) of the script with its keys first in argv.  It goes
- *		out with the next write.  Returns false when hiredis is out of memory.  Raises
- *		only out-of-memory errors (53200).
+ *		arguments, argvlen bytes each) as it is, or, with script, EVALSHA of the script
+ *		with its keys first in argv; EVAL when eval, when no SHA-1 is known, or while
+ *		the connection's handshake is under way (whether the master has the script is
+ *		known only once SCRIPT EXISTS is answered and what it lacked loaded: an EVALSHA
+ *		pipelined before that could be refused NOSCRIPT, and its resending would come
+ *		after commands sent since, such as the next attempt's SET).  It goes out with
+ *		the next write.  Returns false when hiredis is out of memory.  Raises only
+ *		out-of-memory errors (53200).
  */
 bool
 redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
@@ -167,7 +195,7 @@ redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_
 
 	if (script)
 	{
-		eval = eval || script->sha1[0] == '\0';
+		eval = eval || script->sha1[0] == '\0' || node->handshake_owed > 0;
 		full[n] = eval ? "EVAL" : "EVALSHA";
 		fulllen[n] = strlen(full[n]);
 		n++;
@@ -189,12 +217,14 @@ redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node, uint64 call_
 	return true;
 }
 
-/* Appends one handshake command (its reply is owed to call_id: 0, or the probes'). */
+/* Appends one handshake command (its reply is owed to call_id: see node.h). */
 static bool
 node_append_handshake(RedlockNodeSet *set, RedlockNode *node, uint64 call_id, int argc,
 					  const char **argv)
 {
-	size_t		argvlen[3];
+	size_t		argvlen[REDLOCK_MAX_SCRIPTS + 2];
+
+	Assert(argc <= (int) lengthof(argvlen));
 
 	for (int k = 0; k < argc; k++)
 		argvlen[k] = strlen(argv[k]);
@@ -211,8 +241,9 @@ node_append_handshake(RedlockNodeSet *set, RedlockNode *node, uint64 call_id, in
  *		redlock_node_connect_step takes it further, and queues its handshake: AUTH
  *		and SELECT as set's configuration says, then, when load_scripts (a call's
  *		connection), the probes of what the master is (INFO, CONFIG GET appendfsync:
- *		masterinfo.c; owed to REDLOCK_CALL_ID_PROBE) and SCRIPT LOAD of every registered
- *		script.  Each handshake command goes to queue(arg, call_id, argc, argv), which
+ *		masterinfo.c; owed to REDLOCK_CALL_ID_PROBE) and SCRIPT EXISTS of every
+ *		registered script whose SHA-1 is known (owed to REDLOCK_CALL_ID_SCRIPTS; those
+ *		missing are loaded when its reply is read).  Each handshake command goes to queue(arg, call_id, argc, argv), which
  *		appends it (logging the reply it will owe, if its owner reads replies that way);
  *		queue returns false when out of memory.  long_lived: TCP
  *		keep-alives on (a mostly idle connection; not on a unix socket).
@@ -233,6 +264,14 @@ redlock_node_connect(RedlockNodeSet *set, RedlockNode *node, RedlockConn *conn,
 	if (long_lived && node->addr.port != 0)
 		redlock_conn_keepalive(conn);
 	redlock_conn_handshake(&handshake, set->username, set->password, set->database);
+
+	/*
+	 * Without AUTH and SELECT nothing in the handshake can make a command run as
+	 * another user or in another database: a call's commands may follow it at once
+	 * (one round trip for a new connection's first call, not two).
+	 */
+	if (load_scripts && handshake.count == 0)
+		node->handshake_verified = true;
 	for (int k = 0; k < handshake.count; k++)
 		if (!queue(arg, 0, handshake.argc[k], handshake.argv[k]))
 			goto oom;
@@ -246,12 +285,26 @@ redlock_node_connect(RedlockNodeSet *set, RedlockNode *node, RedlockConn *conn,
 			!queue(arg, REDLOCK_CALL_ID_PROBE, 3, fsync))
 			goto oom;
 	}
-	for (int k = 0; load_scripts && k < script_count; k++)
+	if (load_scripts)
 	{
-		const char *load[3] = {"SCRIPT", "LOAD", scripts[k]->body};
+		const char *exists[REDLOCK_EXISTS_PER_COMMAND + 2] = {"SCRIPT", "EXISTS"};
+		int			argc = 2;
 
-		if (!queue(arg, 0, 3, load))
-			goto oom;
+		node->scripts_asked = 0;
+		for (int k = 0; k < script_count; k++)
+		{
+			if (scripts[k]->sha1[0] != '\0')
+			{
+				exists[argc++] = scripts[k]->sha1;
+				node->scripts_asked |= (uint32) 1 << k;
+			}
+			if (argc == lengthof(exists) || (k == script_count - 1 && argc > 2))
+			{
+				if (!queue(arg, REDLOCK_CALL_ID_SCRIPTS, argc, exists))
+					goto oom;
+				argc = 2;
+			}
+		}
 	}
 	return true;
 
@@ -279,8 +332,8 @@ node_queue_handshake(void *arg, uint64 call_id, int argc, const char **argv)
 /*
  * redlock_node_open
  *		Opens node's call connection (node of set, closed) through the funnel
- *		(redlock_node_connect), with SCRIPT LOAD of every registered script in its
- *		handshake, each reply owed logged.  Returns false with why (whylen bytes) when
+ *		(redlock_node_connect), with the probes and the scripts in its handshake, each
+ *		reply owed logged.  Returns false with why (whylen bytes) when
  *		that fails at once.  Raises only out-of-memory errors (53200).
  */
 bool
@@ -344,25 +397,69 @@ node_take_probe(RedlockNode *node, const void *reply)
 }
 
 /*
+ * Takes in the reply to one SCRIPT EXISTS (a 1 or 0 for each of the next scripts asked,
+ * up to REDLOCK_EXISTS_PER_COMMAND, in the order of scripts[]: they leave
+ * node->scripts_asked as they are answered) and appends SCRIPT LOAD, owed to the
+ * handshake, of each script the master lacks.  False when out of memory.
+ */
+static bool
+node_load_missing_scripts(RedlockNodeSet *set, RedlockNode *node, const void *reply)
+{
+	RedlockNodeOutcome answer;
+	const char *next;
+	bool		ok = true;
+	int			answered = 0;
+
+	memset(&answer, 0, sizeof(answer));
+	redlock_conn_reply_outcome(reply, true, &answer);
+	next = answer.kind == REDLOCK_REPLY_STRING ? answer.text : "";
+	for (int k = 0; k < script_count && ok && answered < REDLOCK_EXISTS_PER_COMMAND; k++)
+	{
+		const char *load[3] = {"SCRIPT", "LOAD", scripts[k]->body};
+
+		if ((node->scripts_asked & ((uint32) 1 << k)) == 0)
+			continue;
+		node->scripts_asked &= ~((uint32) 1 << k);
+		answered++;
+		/* An answer cut short (it cannot be) loads the rest: loading is always safe. */
+		if (*next != '1')
+			ok = node_append_handshake(set, node, 0, 3, load);
+		next = strchr(next, '\n');
+		next = next ? next + 1 : "";
+	}
+	if (answer.text)
+		pfree(answer.text);
+	return ok;
+}
+
+/*
  * redlock_node_handshake_reply
- *		Takes in reply, read on node's call connection for its handshake (call_id 0:
- *		AUTH, SELECT, SCRIPT LOAD; REDLOCK_CALL_ID_PROBE: INFO, CONFIG GET, whose
- *		error only leaves what they asked unknown).  Returns REDLOCK_HANDSHAKE_FAILED
- *		with why (whylen bytes) for an error reply to AUTH, SELECT or SCRIPT LOAD (the
- *		caller closes the connection: nothing may run on it), REDLOCK_HANDSHAKE_DONE
- *		when it was the last reply the handshake owed (held commands may go out), else
- *		REDLOCK_HANDSHAKE_MORE.  Does not free reply.  Raises only out-of-memory errors
+ *		Takes in reply, read on node's call connection (node of set) for its handshake
+ *		(call_id 0: AUTH, SELECT, SCRIPT LOAD; REDLOCK_CALL_ID_PROBE: INFO, CONFIG GET,
+ *		whose error only leaves what they asked unknown; REDLOCK_CALL_ID_SCRIPTS: SCRIPT
+ *		EXISTS, after which SCRIPT LOAD of each script the master lacks is appended to
+ *		the connection, and owed by the handshake).  Returns REDLOCK_HANDSHAKE_FAILED
+ *		with why (whylen bytes) for an error reply to AUTH, SELECT or a SCRIPT command
+ *		(the caller closes the connection: nothing may run on it), or when out of
+ *		memory; REDLOCK_HANDSHAKE_DONE when it was the last reply the handshake owed
+ *		(held commands may go out), else REDLOCK_HANDSHAKE_MORE (the caller writes
+ *		what was appended).  Does not free reply.  Raises only out-of-memory errors
  *		(53200).
  */
 RedlockHandshakeStep
-redlock_node_handshake_reply(RedlockNode *node, uint64 call_id, const void *reply, char *why,
-							 size_t whylen)
+redlock_node_handshake_reply(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
+							 const void *reply, char *why, size_t whylen)
 {
 	if (call_id == REDLOCK_CALL_ID_PROBE)
 		node_take_probe(node, reply);
 	else if (redlock_conn_reply_error(reply, "handshake failed: ", why, whylen))
 	{
 		node->handshake_verified = false;
+		return REDLOCK_HANDSHAKE_FAILED;
+	}
+	else if (call_id == REDLOCK_CALL_ID_SCRIPTS && !node_load_missing_scripts(set, node, reply))
+	{
+		snprintf(why, whylen, "out of memory");
 		return REDLOCK_HANDSHAKE_FAILED;
 	}
 	if (--node->handshake_owed > 0)

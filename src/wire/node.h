@@ -32,6 +32,7 @@ typedef struct RedlockNode
 								 * not, with no reply from it between them */
 	bool		reported_down;	/* a WARNING said so; no LOG said it answers again */
 	bool		handshake_verified; /* a handshake of this set succeeded there */
+	uint32		scripts_asked;	/* bit k: scripts[k] is in a SCRIPT EXISTS not yet answered */
 	RedlockOwedQueue queued;	/* commands to send once the handshake is done */
 	RedlockOwedRing owed;		/* replies owed, oldest first */
 	double		progress_ms;	/* last reply or connect step, or when it began
@@ -45,11 +46,16 @@ typedef struct RedlockNode
 } RedlockNode;
 
 /*
- * The call_id of a call connection's probes (INFO, CONFIG GET appendfsync): handshake
- * commands whose reply is read by masterinfo.c, and whose error does not end the
- * connection.  Calls' ids start above it; 0 is the rest of the handshake.
+ * The call_ids of a call connection's handshake: 0 for AUTH, SELECT and SCRIPT LOAD;
+ * REDLOCK_CALL_ID_PROBE for the probes (INFO, CONFIG GET appendfsync), whose reply is
+ * read by masterinfo.c and whose error does not end the connection;
+ * REDLOCK_CALL_ID_SCRIPTS for SCRIPT EXISTS, whose reply says which scripts the
+ * master's cache lacks (node.c loads those).  Calls' ids start above
+ * REDLOCK_CALL_ID_HANDSHAKE_LAST.
  */
 #define REDLOCK_CALL_ID_PROBE	1
+#define REDLOCK_CALL_ID_SCRIPTS	2
+#define REDLOCK_CALL_ID_HANDSHAKE_LAST	REDLOCK_CALL_ID_SCRIPTS
 
 /* The masters of one configuration, and that configuration. */
 struct RedlockNodeSet
@@ -74,7 +80,7 @@ typedef enum RedlockHandshakeStep
 {
 	REDLOCK_HANDSHAKE_MORE,		/* more handshake replies are owed */
 	REDLOCK_HANDSHAKE_DONE,		/* the last one: the connection is ready */
-	REDLOCK_HANDSHAKE_FAILED	/* AUTH, SELECT or SCRIPT LOAD refused: close it */
+	REDLOCK_HANDSHAKE_FAILED	/* AUTH, SELECT or a SCRIPT command refused: close it */
 } RedlockHandshakeStep;
 
 /*
@@ -96,7 +102,8 @@ extern bool redlock_node_append_command(RedlockNodeSet *set, RedlockNode *node,
 										bool eval, int argc, const char *const *argv,
 										const size_t *argvlen);
 extern void redlock_node_note_error(RedlockNode *node, const char *error);
-extern RedlockHandshakeStep redlock_node_handshake_reply(RedlockNode *node, uint64 call_id,
+extern RedlockHandshakeStep redlock_node_handshake_reply(RedlockNodeSet *set,
+														 RedlockNode *node, uint64 call_id,
 														 const void *reply, char *why,
 														 size_t whylen);
 extern bool redlock_node_reply_counts(RedlockNode *node, bool facts_only, double sent_ms);

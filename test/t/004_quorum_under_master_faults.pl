@@ -183,7 +183,15 @@ close $fake;
 ($out, $err) = sql($s, "SET redlock.servers = '" . $redis->servers_guc . ",127.0.0.1:$fake_port'; "
 	  . "SELECT redlock_acquire('not-redis', 30000)");
 is($out, 't', 'a sixth master that is an HTTP server: 5 of 6 still make a quorum');
+# A new session's first call does not wait for a master it does not need (its commands
+# go out behind the handshake): the fake's answer is read by one of the next calls.
 my ($out2, $err2) = sql($s, "SELECT redlock_release('not-redis')");
+for my $k (1 .. 5)
+{
+	last if "$err$err2" =~ /is not answering/;
+	my (undef, $e) = sql($s, "SELECT redlock_acquire('not-redis-$k', 30000) AND redlock_release('not-redis-$k')");
+	$err2 .= $e;
+}
 like("$err$err2", qr/Redis master "127\.0\.0\.1:$fake_port" is not answering\n.*Protocol error, got "H" as reply type byte: not the Redis protocol \(is a Redis master listening on this port, without TLS\?\)/,
 	"... and the warning explains hiredis' protocol error");
 sql($s, "RESET redlock.servers");
