@@ -57,14 +57,23 @@ typedef struct RecentWake
 
 static RedlockWaiter *waiters = NULL;
 static RecentWake *recent_wakes = NULL;
+
+/*
+ * How many slots wait (key_hash not 0), counted before a slot's key_hash is set and
+ * after it is cleared.  A release finding 0 wakes nobody without scanning the board:
+ * a waiter it could have woken counted itself before its refused attempt went out,
+ * and that attempt reached the masters before the release did.
+ */
+static pg_atomic_uint32 *waiting_count = NULL;
 static bool waiter_exit_registered = false;
 
-/* The board: a slot per backend, then the recent wake-ups. */
+/* The board: a slot per backend, then the recent wake-ups, then the count. */
 static Size
 waiters_shmem_size(void)
 {
-	return add_size(MAXALIGN(mul_size(MaxBackends, sizeof(RedlockWaiter))),
-					sizeof(RecentWake) * RECENT_WAKES);
+	return add_size(add_size(MAXALIGN(mul_size(MaxBackends, sizeof(RedlockWaiter))),
+							 MAXALIGN(sizeof(RecentWake) * RECENT_WAKES)),
+					sizeof(pg_atomic_uint32));
 }
 
 static void
@@ -73,8 +82,11 @@ waiters_shmem_attach(void *area, LWLock *lock pg_attribute_unused(), bool found)
 	waiters = area;
 	recent_wakes = (RecentWake *) ((char *) area +
 								   MAXALIGN(mul_size(MaxBackends, sizeof(RedlockWaiter))));
+	waiting_count = (pg_atomic_uint32 *) ((char *) recent_wakes +
+										  MAXALIGN(sizeof(RecentWake) * RECENT_WAKES));
 	if (found)
 		return;
+	pg_atomic_init_u32(waiting_count, 0);
 	for (int i = 0; i < MaxBackends; i++)
 	{
 		pg_atomic_init_u64(&waiters[i].key_hash, 0);
@@ -159,6 +171,8 @@ redlock_waiters_begin(const char *key, int prefix_len, bool *behind)
 		memcpy(w->key, key, len + 1);
 	else
 		w->key[0] = '\0';
+	if (pg_atomic_read_u64(&w->key_hash) == 0)
+		pg_atomic_fetch_add_u32(waiting_count, 1);	/* a full barrier */
 	pg_write_barrier();			/* the worker checks the key against key_hash */
 	pg_atomic_write_u64(&w->key_hash, h);
 	if (!*behind)
@@ -175,7 +189,10 @@ redlock_waiters_end(void)
 {
 	if (waiters == NULL || MyProc == NULL || redlock_my_proc_number() >= MaxBackends)
 		return;
+	if (pg_atomic_read_u64(&waiters[redlock_my_proc_number()].key_hash) == 0)
+		return;
 	pg_atomic_write_u64(&waiters[redlock_my_proc_number()].key_hash, 0);
+	pg_atomic_fetch_sub_u32(waiting_count, 1);
 }
 
 /*
@@ -394,7 +411,7 @@ waiters_wake(const char *key, size_t len, const char *released, size_t released_
 	uint64		last_us;
 	RecentWake *recent;
 
-	if (waiters == NULL)
+	if (waiters == NULL || pg_atomic_read_u32(waiting_count) == 0)
 		return 0;
 	h = waiters_key_hash(key, len);
 	r = waiters_key_hash(released, released_len);
