@@ -13,7 +13,7 @@
 
 /*
  * A reply a connection still owes, or a command held to be sent.  call_id 0 is the
- * handshake (AUTH, SELECT, SCRIPT LOAD).  For a script command the arguments are kept
+ * handshake (AUTH, SELECT, the probes, SCRIPT EXISTS and LOAD).  For a script command the arguments are kept
  * (args, in the node set's memory context), so that it can be sent again with EVAL if
  * the master answers NOSCRIPT, or again on the next connection.
  */
