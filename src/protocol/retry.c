@@ -3,7 +3,10 @@
  * retry.c
  *	  The wait policy between acquire attempts (spec §4): a random retry delay, and what
  *	  ends it early (the keys that refused us expiring, a release announced to this
- *	  waiter), and whether a refused lock is held by one other client.
+ *	  waiter), and whether a refused lock is held by one other client.  One attempt of
+ *	  the protocol is quorum.c's (or quorumset.c's); the loop around the attempts, its
+ *	  deadline, the waiter it reads and how long it waits before the next attempt,
+ *	  are written once, here.
  *
  * Invariant: an acquire ends at its wait (wait_ms), except that a slow attempt is
  * retried until redlock.quorum_timeout after the acquire began, whatever the wait.  An
@@ -12,16 +15,13 @@
  * are slow, not gone (refused connections, errors, a minority alive: raised at once).
  * So a try-lock rides out a blip (a burst of new sessions on an oversubscribed
  * machine, a master paused) rather than raise 08006 at the first timeout.  Each slow
- * attempt in a row doubles the next one's
- * patience (how long a master may take to answer: redlock.timeout, then twice, four
- * times ..., as TCP backs off its retransmission timeout), up to a tenth of the TTL
- * and what is left of redlock.quorum_timeout: a master that answers late but answers
- * is then counted, rather than asked again.  Every attempt is undone before the next
- * (spec §3 step 5), and its validity counts the time it took (§3 step 4), so retrying
- * costs the masters one more round, never safety.  One attempt of
- *	  the protocol is quorum.c's (or quorumset.c's); the loop around the attempts, its
- *	  deadline, the waiter it reads and how long it waits before the next attempt,
- *	  are written once, here.
+ * attempt in a row doubles the next one's patience (how long a master may take to
+ * answer: redlock.timeout, then twice, four times ..., as TCP backs off its
+ * retransmission timeout), up to a tenth of the TTL and what is left of
+ * redlock.quorum_timeout: a master that answers late but answers is then counted,
+ * rather than asked again.  Every attempt is undone before the next (spec §3 step 5),
+ * and its validity counts the time it took (§3 step 4), so retrying costs the masters
+ * one more round, never safety.
  *
  *-------------------------------------------------------------------------
  */
@@ -154,7 +154,7 @@ retry_sleep(double attempt_ms, bool slow, double deadline_ms, double free_in_ms,
 /*
  * redlock_retry_begin
  *		Starts an acquire's attempts: wait_ms is how long it may wait (0: one attempt,
- *		unless fewer than a quorum answer it: the invariant above; < 0: no limit),
+ *		unless it is slow: the invariant above; < 0: no limit),
  *		waiter its slot on the waiter board (may be NULL).  behind:
  *		other sessions of this cluster were waiting already, so this one first waits
  *		for a wake-up (or a retry delay), queued behind them (waiters.c).  Raises 57014
@@ -235,7 +235,7 @@ redlock_retry_next(RedlockRetry *retry, const RedlockResult *attempt, double fre
  *		whose TTL is ttl_ms: redlock.timeout, doubled for each slow attempt in a row
  *		(the invariant above), but not past a tenth of the TTL nor what is left
  *		of redlock.quorum_timeout, and never below redlock.timeout (the invariant
- *		above).  Raises nothing.
+ *		above; spec §3 step 2's timeout, backed off).  Raises nothing.
  */
 int
 redlock_retry_timeout_ms(const RedlockRetry *retry, int ttl_ms)

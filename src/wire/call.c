@@ -865,9 +865,9 @@ redlock_nodes_run(RedlockNodeSet *set, const RedlockCommand *commands, int ncomm
 /*
  * redlock_nodes_run_within
  *		redlock_nodes_run (not in cleanup) with timeout_ms (>= 1) in place of
- *		redlock.timeout: how long a master may go without progress.  For an acquire's
- *		retry after masters did not answer in time (retry.c's patience).  Raises what
- *		redlock_nodes_run raises.
+ *		redlock.timeout: how long a master may go without progress (spec §3 step 2).
+ *		For an acquire's retry after masters did not answer in time (retry.c's
+ *		patience).  Raises what redlock_nodes_run raises.
  */
 void
 redlock_nodes_run_within(RedlockNodeSet *set, const RedlockCommand *commands, int ncommands,
