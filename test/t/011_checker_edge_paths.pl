@@ -2,7 +2,8 @@
 # holders that extend their lock to shorter and longer TTLs while a majority of masters is
 # frozen and a minority killed; redlock.servers grown and shrunk under load; SCRIPT FLUSH on
 # the masters with retries at once (retry_delay 0); masters that close idle connections
-# (Redis timeout 1); a majority frozen for blips shorter than the wait (issue 26);
+# (Redis timeout 1); a majority frozen for blips shorter than the wait (issue 26), and met
+# by try-locks that redlock.quorum_timeout carries through (issue 42);
 # pg_reload_conf() in a loop; DISCARD ALL as the release.  Each must
 # show zero violations; the negative controls (a holder that ignores what extend says;
 # holders of a lock taken on 2 of 3 masters working on when the list grows to 5; a
@@ -118,6 +119,19 @@ if (my $r = scenario_ok('blip-majority', 9))
 	  or diag(Checker::describe($r));
 }
 scenario_ok('unsafe-blip-short-ttl', 5);
+
+# --- the same blips met by try-locks: redlock.quorum_timeout rides them out ---
+# (issue 42) wait_ms 0: an attempt whose masters were too slow to make a quorum is
+# retried on its kept connections, with a doubling timeout, for up to 2 s.
+
+if (my $r = scenario_ok('blip-majority-try', 9))
+{
+	cmp_ok($r->{fault_counts}{'masters frozen'} // 0, '>=', 12,
+		'blip-majority-try: a majority was frozen, 4 times or more');
+	is($r->{unavailable}, 0, 'blip-majority-try: no 08006: every try-lock rode out the blips')
+	  or diag(Checker::describe($r));
+}
+scenario_ok('unsafe-blip-try-short-ttl', 5);
 
 # --- pg_reload_conf() in a loop ---
 

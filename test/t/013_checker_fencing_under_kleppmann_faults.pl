@@ -63,6 +63,15 @@ for my $name (
 		note("$name: no token inversion in this run; run $run of at most 3");
 		$r = Checker::run_scenario($node, \%masters, $name, seconds => $secs);
 	}
+
+	# The fast clocks' control is a matter of timing too: a second holder gets in only
+	# when a holder's keys on the fast masters expire under it while the other keys
+	# are gone (0 in one loaded CI run of 99 acquisitions; 28 and more in others).
+	for (my $run = 2; $r->{expect_violations} && $r->{violations} == 0 && $run <= 3; $run++)
+	{
+		note("$name: no violation in this run; run $run of at most 3");
+		$r = Checker::run_scenario($node, \%masters, $name, seconds => $secs);
+	}
 	push @table, $r;
 	note(Checker::describe($r));
 	Checker::check_run($r);

@@ -145,6 +145,27 @@ my %SCENARIOS = (
 		expect_violations => 1,
 		faults => sub { _majority_blips(@_) },
 	},
+	# The same blips met by try-locks (issue 42): an attempt whose masters were too slow
+	# to make a quorum is retried for redlock.quorum_timeout (2 s) whatever wait_ms says,
+	# on the connections it kept, so no acquire raises 08006.
+	'blip-majority-try' => {
+		desc => 'the blips of blip-majority, acquires with wait_ms 0: redlock.quorum_timeout'
+		  . ' (2 s, patience doubling from 50 ms) rides each blip out',
+		masters => 'plain',
+		wait_ms => 0,
+		expect_no_08006 => 1,
+		faults => sub { _majority_blips(@_) },
+	},
+	'unsafe-blip-try-short-ttl' => {
+		desc => 'NEGATIVE CONTROL: the blips of blip-majority-try, with a TTL of 150 ms'
+		  . ' shorter than the 400 ms critical section',
+		masters => 'plain',
+		ttl_ms => 150,
+		work_ms => 400,
+		wait_ms => 0,
+		expect_violations => 1,
+		faults => sub { _majority_blips(@_) },
+	},
 	'minority-delayed+sigstop' => {
 		desc => 'kill -9 of 2 masters kept down 1.2 x TTL + 0.3 s, then of 1; SIGSTOP of '
 		  . '1 master for 0.5 s, of 2 for 0.3 s',
