@@ -134,16 +134,17 @@ static void call_hold_commands(CallState *cs, int i);
 
 /*
  * How long node's connection may go without progress in call cs: redlock.connect_timeout
- * while it is being established (its TCP connect, TLS handshake, or our handshake:
- * under a burst of new sessions a master answers handshakes in a queue, and a
- * connection reopened after each timeout only lengthens it), the call's timeout
- * (redlock.timeout, or more: redlock_nodes_run_within) once it is ready; never less
- * than that timeout.
+ * while it is being established (its TCP connect, TLS handshake, or the handshake sent
+ * at connect: under a burst of new sessions a master answers handshakes in a queue, and
+ * a connection reopened after each timeout only lengthens it); the call's timeout
+ * (redlock.timeout, or more: redlock_nodes_run_within) once it is, even while SCRIPT
+ * LOADs its handshake's answers asked for are owed (they may be, long after, to a master
+ * frozen since: TAP 034).  Never less than the call's timeout.
  */
 static int
 call_node_budget_ms(const CallState *cs, const RedlockNode *node)
 {
-	return node->conn.connecting || node->handshake_owed > 0 ?
+	return node->conn.connecting || node->establishing_owed > 0 ?
 		Max(redlock_connect_timeout_ms, cs->timeout_ms) : cs->timeout_ms;
 }
 

@@ -131,6 +131,7 @@ redlock_node_close(RedlockNodeSet *set, RedlockNode *node)
 		return;
 	redlock_conn_close(&node->conn);
 	node->handshake_owed = 0;
+	node->establishing_owed = 0;
 	redlock_owed_keep_redeliveries(set->context, &node->owed, &node->queued);
 	set->sockets_version++;
 	node->stats.connected = false;
@@ -349,6 +350,7 @@ redlock_node_open(RedlockNodeSet *set, RedlockNode *node, char *why, size_t whyl
 			redlock_node_close(set, node);
 		return false;
 	}
+	node->establishing_owed = node->handshake_owed;
 	set->sockets_version++;
 	return true;
 }
@@ -450,6 +452,8 @@ RedlockHandshakeStep
 redlock_node_handshake_reply(RedlockNodeSet *set, RedlockNode *node, uint64 call_id,
 							 const void *reply, char *why, size_t whylen)
 {
+	if (node->establishing_owed > 0)
+		node->establishing_owed--;	/* replies come in order: those sent at connect first */
 	if (call_id == REDLOCK_CALL_ID_PROBE)
 		node_take_probe(node, reply);
 	else if (redlock_conn_reply_error(reply, "handshake failed: ", why, whylen))

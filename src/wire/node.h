@@ -26,6 +26,9 @@ typedef struct RedlockNode
 	RedlockNodeAddr addr;
 	RedlockConn conn;
 	int			handshake_owed; /* handshake replies not yet read */
+	int			establishing_owed;	/* ... of them, of the handshake sent at connect
+									 * (not the SCRIPT LOADs its answers asked for):
+									 * the connection is still being established */
 	bool		failed_recently;	/* its last call failed; no reply since */
 	bool		down;			/* failed since its last reply */
 	int			down_calls;		/* calls in a row that a quorum answered and it did
