@@ -239,8 +239,7 @@ call_node_fail_io(CallState *cs, int i)
 	 * A master that wants a client certificate closes a connection without one after
 	 * the handshake, and its alert is often lost to the reset: say what it may be.
 	 */
-	if (node->conn.tls && node->handshake_owed > 0 && !node->handshake_verified &&
-		strstr(reason, "certificate") == NULL)
+	if (node->conn.tls && node->establishing_owed > 0 && strstr(reason, "certificate") == NULL)
 		snprintf(why, sizeof(why), "%s, right after the TLS handshake: does the master require a client certificate (redlock.tls_cert_file)?",
 				 reason);
 	else
