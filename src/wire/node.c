@@ -223,7 +223,7 @@ static bool
 node_append_handshake(RedlockNodeSet *set, RedlockNode *node, uint64 call_id, int argc,
 					  const char **argv)
 {
-	size_t		argvlen[REDLOCK_MAX_SCRIPTS + 2];
+	size_t		argvlen[REDLOCK_EXISTS_PER_COMMAND + 2];	/* the longest: SCRIPT EXISTS */
 
 	Assert(argc <= (int) lengthof(argvlen));
 

@@ -34,7 +34,8 @@ typedef struct RedlockNode
 	int			down_calls;		/* calls in a row that a quorum answered and it did
 								 * not, with no reply from it between them */
 	bool		reported_down;	/* a WARNING said so; no LOG said it answers again */
-	bool		handshake_verified; /* a handshake of this set succeeded there */
+	bool		handshake_verified; /* a handshake of this set succeeded there, or it
+									 * has no AUTH or SELECT to fail (node.c) */
 	uint32		scripts_asked;	/* bit k: scripts[k] is in a SCRIPT EXISTS not yet answered */
 	RedlockOwedQueue queued;	/* commands to send once the handshake is done */
 	RedlockOwedRing owed;		/* replies owed, oldest first */
