@@ -7,7 +7,7 @@
  * a master that restarted without its data must not vote before every key it lost
  * has expired, and a master must never drop a key before its TTL.  Every call
  * connection's handshake asks INFO (run_id, uptime, version, AOF, maxmemory and its
- * policy, clients) and CONFIG GET appendfsync (node.c); call.c hands their replies
+ * policy, clients) and CONFIG GET appendfsync (node.c); callnode.c hands their replies
  * here, then asks redlock_masterinfo_left_out of every reply it reads.
  *
  * Invariant: a reply counts toward a quorum (acquire, set, shared, permit, extend,

@@ -21,7 +21,7 @@
  * The scripts are registered here, and run with EVALSHA once their SHA-1 is known (EVAL
  * before).  A command that finds the script missing anyway (a master restarted or
  * flushed behind a pipelined handshake) is answered NOSCRIPT and sent again with EVAL
- * (call.c).
+ * (callnode.c).
  *
  * Only conn.c talks to hiredis; the arguments kept for owed replies are palloc'd in
  * the set's context, copies of what hiredis was given.

@@ -3,7 +3,7 @@
  * node.h
  *	  A configured master of a node set and its connection (node.c), and the node set
  *	  itself as the connection layer sees it (built and freed by nodeset.c).  Used
- *	  inside that layer (node.c, nodeset.c, nodeconn.c, call.c, waitset.c), and by
+ *	  inside that layer (node.c, nodeset.c, nodeconn.c, call.c, callnode.c, waitset.c), and by
  *	  quorum.c and fence.c for redlock_script_register only.
  *
  *-------------------------------------------------------------------------
