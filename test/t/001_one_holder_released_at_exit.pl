@@ -132,7 +132,10 @@ wait_until(
 ok(defined $won_at, 'a new session acquires the lock once the TTL expired');
 cmp_ok(($won_at // $t0) - $t0, '>=', $ttl_ms / 1000 - 0.05,
 	'... and not before the TTL expired');
-is($redis->holding('crashed', 5), 5, 'the new holder has the key on all masters');
+# A quorum, not every master: the dead holder's keys expire on each master at its own
+# moment (each counted its TTL from its own SET), so the winning attempt can come while
+# one or two masters still refuse (CI, 2026-11-29: 3 of 5).
+cmp_ok($redis->holding('crashed', 5), '>=', 3, 'the new holder has the key on a quorum of masters');
 ($out) = sql($s4, "SELECT redlock_release('crashed')");
 is($out, 't', 'new holder releases');
 
