@@ -325,6 +325,27 @@ sub wait_calls
 	return $ok;
 }
 
+# Calls of CMDS (as for calls) once every master has processed none for 0.5 s (at most
+# 10 s): a list.  For a count taken before a step, while earlier steps may still have
+# commands on their way (what a call decided at quorum did not wait for: a slot given
+# back, an undo).
+sub settled_calls
+{
+	my ($self, @cmds) = @_;
+	my @last = $self->calls(@cmds);
+	my $since = time;
+	my $t0 = time;
+	while (time - $since < 0.5 && time - $t0 < 10)
+	{
+		usleep(50_000);
+		my @now = $self->calls(@cmds);
+		next if join(',', @now) eq join(',', @last);
+		@last = @now;
+		$since = time;
+	}
+	return @last;
+}
+
 # The same for the release and extend scripts.
 sub script_calls { my ($self) = @_; return $self->calls; }
 sub wait_scripts { my ($self, $before) = @_; return $self->wait_calls($before); }

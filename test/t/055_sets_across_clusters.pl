@@ -59,8 +59,8 @@ my @warm = $redis->calls;
 ($out) = sql($b1, "SELECT redlock_acquire('beta-warm', 30000) AND redlock_release('beta-warm')");
 is($out, 't', 'beta: its connections open');
 $redis->wait_calls(\@warm);    # its release ran on every master
-my @scripts = $redis->calls;
-my @sets = $redis->calls('set');
+my @scripts = $redis->settled_calls;
+my @sets = $redis->settled_calls('set');
 ($out) = sql($b1, "SELECT redlock_acquire(ARRAY['acct-3', 'acct-2'], 30000)");
 is($out, 'f', 'beta: the set {acct-3, acct-2}, which shares acct-2, is refused');
 $redis->wait_calls(\@scripts);
