@@ -49,7 +49,7 @@ sub slot_of
 
 for my $s ($a1, $a2, $b1)
 {
-	($out) = sql($s, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+	($out) = sql($s, "SELECT redlock_acquire_permit('exports', 3, 120000)");
 	is($out, 't', 'a permit of 3 taken');
 }
 my @slots = sort map { slot_of($_) } ($a1, $a2, $b1);
@@ -60,7 +60,7 @@ is($redis->holding("exports#$_", 5), 5, "slot $_ is held on every master") for 1
 # it won beyond its one, and those script calls may still be on their way.
 my @sets = $redis->settled_calls('set');
 my @scripts = $redis->settled_calls;
-($out) = sql($b2, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+($out) = sql($b2, "SELECT redlock_acquire_permit('exports', 3, 120000)");
 is($out, 'f', 'beta: a fourth holder is refused');
 # The script call is the last command of the attempt's pipeline: once every master has
 # processed one, it has processed the SETs before it (a quorum decides the acquire, so
@@ -84,7 +84,7 @@ like($calls, qr/^(?:1,1,1,1,1|4,4,4,4,4)$/,
 sql($b2, "SET redlock.retry_delay = 60000");
 sql($b2, "SET redlock.retry_jitter = 0");
 my $b2_pid = $b2->pid;
-$b2->start("SELECT redlock_acquire_permit('exports', 3, 30000, 40000), clock_timestamp()");
+$b2->start("SELECT redlock_acquire_permit('exports', 3, 120000, 40000), clock_timestamp()");
 ok(wait_until(10, sub { (sql($b1, "SELECT count(*) FROM redlock_waiters() WHERE resource = 'exports'"))[0] eq '1' }),
 	"beta: its waiter shows as waiting for 'exports'");
 my $a1_slot = slot_of($a1);
@@ -250,7 +250,7 @@ $_->quit for ($q1, $v1, $v2);
 # A holder's exit frees its permit.
 my $a2_slot = slot_of($a2);
 $a2->quit;
-($out) = sql($a1, "SELECT redlock_acquire_permit('exports', 3, 30000, 10000)");
+($out) = sql($a1, "SELECT redlock_acquire_permit('exports', 3, 120000, 10000)");
 is($out, 't', "alpha: a holder's exit frees its permit for another");
 is(slot_of($a1), $a2_slot, "... its slot ($a2_slot)");
 
@@ -260,14 +260,14 @@ $redis->kill9($_) for 3, 4;
 ($out) = sql($b1, "SELECT redlock_release('exports')");
 is($out, 't', 'masters 3 and 4 killed: a holder still releases (3 of 5 answer)');
 my $a3 = session($alpha);
-($out) = sql($a3, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+($out) = sql($a3, "SELECT redlock_acquire_permit('exports', 3, 120000)");
 is($out, 't', '... and another takes its permit');
 my $b3 = session($beta);
-($out) = sql($b3, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+($out) = sql($b3, "SELECT redlock_acquire_permit('exports', 3, 120000)");
 is($out, 'f', '... the bound holds: a fourth holder is refused');
 $redis->restart($_) for 3, 4;
 $redis->stop($_) for 0 .. 2;
-($out, $err) = sql($b3, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+($out, $err) = sql($b3, "SELECT redlock_acquire_permit('exports', 3, 120000)");
 like($err, qr/08006.*2 of 5 Redis masters answered, 3 needed/, 'three of five frozen: 08006');
 $redis->cont($_) for 0 .. 2;
 
@@ -275,7 +275,7 @@ $redis->cont($_) for 0 .. 2;
 
 sql($b3, 'SET redlock.retry_delay = 50');
 my $b3_pid = $b3->pid;
-$b3->start("SELECT redlock_acquire_permit('exports', 3, 30000, NULL)");
+$b3->start("SELECT redlock_acquire_permit('exports', 3, 120000, NULL)");
 ok(wait_until(10, sub { (sql($b1, "SELECT attempts > 2 FROM redlock_waiters() WHERE resource = 'exports'"))[0] eq 't' }),
 	'beta: a waiter retries');
 $beta->safe_psql('postgres', "SELECT pg_cancel_backend($b3_pid)");
@@ -302,7 +302,7 @@ my $cut_pid = $cut->pid;
 sql($cut, "SET redlock.timeout = '10s'");	# room for the cancel to land while it waits
 $redis->stop($_) for 0 .. 2;
 my @before = $redis->calls_at([ 3, 4 ], 'set');
-$cut->start("SELECT redlock_acquire_permit('exports', 3, 30000)");
+$cut->start("SELECT redlock_acquire_permit('exports', 3, 120000)");
 ok(wait_until(10, sub { my @n = $redis->calls_at([ 3, 4 ], 'set'); $n[0] > $before[0] && $n[1] > $before[1] }),
 	'masters 0-2 frozen: masters 3 and 4 have the attempt\'s SETs');
 $beta->safe_psql('postgres', "SELECT pg_cancel_backend($cut_pid)");
@@ -328,7 +328,7 @@ is($out, 't|alpha', "... and beta sees slot $job_slot held by alpha");
 my ($t1) = sql($job, "SELECT redlock_fencing_token('exports')");
 sql($job, "SELECT redlock_release('exports')");
 my $f = session($beta);
-sql($f, "SELECT redlock_acquire_permit('exports', 3, 30000)");
+sql($f, "SELECT redlock_acquire_permit('exports', 3, 120000)");
 is(slot_of($f), $job_slot, "beta: takes the slot alpha's job gave back");
 my ($t2) = sql($f, "SELECT redlock_fencing_token('exports')");
 ok($t2 > $t1, "... with a fencing token above alpha's on that slot ($t2 > $t1)");
@@ -337,13 +337,13 @@ sql($f, "SELECT redlock_release('exports')");
 # --- a caller giving more permits breaks the bound: refused ---
 
 my @holders = map { session($alpha) } 1 .. 3;
-sql($_, "SELECT redlock_acquire_permit('exports', 3, 30000)") for @holders;
+sql($_, "SELECT redlock_acquire_permit('exports', 3, 120000)") for @holders;
 my $big = session($beta);
-($out) = sql($big, "SELECT redlock_acquire_permit('exports', 4, 30000)");
+($out) = sql($big, "SELECT redlock_acquire_permit('exports', 4, 120000)");
 is($out, 't', 'beta: a caller giving 4 permits takes a fourth slot');
 is(slot_of($big), '4', '... slot 4');
 sql($holders[0], "SELECT redlock_release('exports')");
-($out, $err) = sql($holders[0], "SELECT redlock_acquire_permit('exports', 3, 30000)");
+($out, $err) = sql($holders[0], "SELECT redlock_acquire_permit('exports', 3, 120000)");
 like($err, qr/55000: semaphore "exports" has a holder beyond its 3 permits/,
 	'alpha: its next attempt with 3 permits refuses: a slot past its permits is held (55000)');
 ($out) = sql($holders[0], "SELECT count(*) FROM redlock_locks()");
