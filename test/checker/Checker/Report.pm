@@ -14,7 +14,7 @@ use warnings;
 use Exporter 'import';
 use Test::More ();
 
-our @EXPORT_OK = qw(check_fence check_permits check_run check_shared describe fence_table_header
+our @EXPORT_OK = qw(check_fence check_permits check_run check_shared control_shown describe fence_table_header
   fence_table_line job_table_header job_table_line permit_table_header permit_table_line
   table_header table_line _fence_figures _job_figures _lease_figures _permit_figures
   _shared_figures _rows
@@ -824,6 +824,19 @@ sub check_shared
 			  . " ($r->{claims_shared} shared claims found others inside)");
 	}
 	return;
+}
+
+# Whether a negative control's run R showed all its checks look for: violations, and on
+# semaphores holder k + 1 seen by the count (claims that found k others inside, more than
+# k inside at once), not only two holders of one slot.  run_checked runs a control again
+# until this holds: under load a short run of unsafe-permits-short-ttl once showed slot
+# violations but never 4 inside (CI, two TAP files at a time).
+sub control_shown
+{
+	my ($r) = @_;
+	return 0 unless $r->{violations} > 0;
+	return 1 unless $r->{permits};
+	return $r->{claim_violations} > 0 && $r->{max_inside} > $r->{permits};
 }
 
 # The Test::More checks of a run on semaphores R (check_run, and run-long): every holder's
