@@ -42,19 +42,11 @@
 #include "shared/lockconfig.h"
 #include "shared/registry.h"
 #include "wire/nodeset.h"
+#include "worker/configset.h"
 #include "worker/subscription.h"
 #include "worker/worker.h"
 
 PGDLLEXPORT void redlock_worker_main(Datum main_arg);
-
-/* A node set for one configuration slot (lockconfig.c), kept between rounds. */
-typedef struct CachedSet
-{
-	uint32		generation;
-	RedlockNodeSet *set;
-} CachedSet;
-
-static CachedSet cached_sets[REDLOCK_LOCKCONFIG_SLOTS];
 
 /*
  * RedlockWorkerInit
@@ -77,36 +69,6 @@ RedlockWorkerInit(void)
 	strlcpy(worker.bgw_name, "redlock auto-extend worker", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "redlock auto-extend", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
-}
-
-/* The node set for config slot (pinned, cached while the slot keeps its generation). */
-static RedlockNodeSet *
-worker_set_for_slot(int slot, uint32 generation)
-{
-	CachedSet  *cached = &cached_sets[slot];
-	RedlockLockConfig *config;
-	RedlockServerList *list;
-
-	if (cached->set && cached->generation == generation)
-		return cached->set;
-	if (cached->set)
-	{
-		redlock_nodeset_unpin(cached->set);
-		cached->set = NULL;
-	}
-	config = palloc(sizeof(RedlockLockConfig));
-	if (!redlock_lockconfig_read(slot, generation, config))
-		return NULL;
-	/* The servers as the owner parsed them when it took the lock. */
-	list = palloc(offsetof(RedlockServerList, nodes) + sizeof(RedlockNodeAddr) * config->nservers);
-	list->count = config->nservers;
-	memcpy(list->nodes, config->servers, sizeof(RedlockNodeAddr) * config->nservers);
-	cached->set = redlock_nodeset_for(list, config->username, config->password,
-									  config->database, config->quorum, &config->tls);
-	cached->generation = generation;
-	pfree(list);
-	pfree(config);
-	return cached->set;
 }
 
 /*
@@ -157,7 +119,7 @@ worker_renew_round(uint64 *changes)
 			index[m++] = k;
 			done[k] = true;
 		}
-		set = worker_set_for_slot(renewals[first].config, renewals[first].config_generation);
+		set = redlock_configset_for_slot(renewals[first].config, renewals[first].config_generation);
 		if (set == NULL)
 		{
 			for (int j = 0; j < m; j++)
