@@ -72,7 +72,8 @@ typedef enum RedlockWait
 	REDLOCK_WAIT_MASTERS,		/* replies from the Redis masters */
 	REDLOCK_WAIT_RETRY,			/* the retry delay, or a wake-up, between attempts */
 	REDLOCK_WAIT_WORKER,		/* the background worker's answer to a request */
-	REDLOCK_WAIT_WORKER_MAIN	/* the background worker between rounds */
+	REDLOCK_WAIT_WORKER_MAIN,	/* the background worker between rounds */
+	REDLOCK_WAIT_NOTIFIER_MAIN	/* a database's watch notifier between rounds */
 } RedlockWait;
 
 /*
@@ -85,9 +86,10 @@ static inline uint32
 redlock_wait_event(RedlockWait wait)
 {
 #if PG_VERSION_NUM >= 170000
-	static uint32 events[REDLOCK_WAIT_WORKER_MAIN + 1];
-	static const char *const names[REDLOCK_WAIT_WORKER_MAIN + 1] = {
-		"RedlockMasters", "RedlockRetryDelay", "RedlockWorkerAnswer", "RedlockWorkerMain"
+	static uint32 events[REDLOCK_WAIT_NOTIFIER_MAIN + 1];
+	static const char *const names[REDLOCK_WAIT_NOTIFIER_MAIN + 1] = {
+		"RedlockMasters", "RedlockRetryDelay", "RedlockWorkerAnswer", "RedlockWorkerMain",
+		"RedlockNotifierMain"
 	};
 
 	if (events[wait] == 0)

@@ -57,6 +57,7 @@ int			redlock_max_auto_extended_locks_per_role = 100;
 int			redlock_quorum = 0;
 int			redlock_max_ttl_ms = REDLOCK_MAX_TTL_MS;
 int			redlock_restart_quarantine_ms = 600000;
+int			redlock_watch_interval_ms = 20;
 bool		redlock_tls = false;
 int			redlock_tls_verify = REDLOCK_TLS_VERIFY_FULL;
 char	   *redlock_tls_ca_file = NULL;
@@ -423,6 +424,15 @@ RedlockGucInit(void)
 							&redlock_quorum_timeout_ms,
 							2000, 0, 3600000,
 							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("redlock.watch_interval",
+							"Time between two looks at the watched locks of a database (redlock_watch).",
+							"A watch reports a change within about this long after a quorum of masters shows it.",
+							&redlock_watch_interval_ms,
+							20, 5, 60000,
+							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -17,6 +17,7 @@
 #include "shared/rolequota.h"
 #include "shared/stats.h"
 #include "shared/waiters.h"
+#include "shared/watches.h"
 #include "worker/worker.h"
 
 PG_MODULE_MAGIC;
@@ -28,7 +29,7 @@ void		_PG_init(void);
  *		Defines the redlock.* GUCs and registers the Lua scripts when the library is
  *		loaded.  When it is preloaded, *		also asks for shared memory (cluster-wide counters, the registry of
  *		auto-extended locks and the configurations they were taken under, the waiter
- *		board, the role quotas) and registers the background worker that renews them.
+ *		board, the role quotas, the watched locks) and registers the background worker that renews them.
  */
 void
 _PG_init(void)
@@ -40,5 +41,6 @@ _PG_init(void)
 	RedlockLockConfigInit();
 	RedlockWaitersInit();
 	RedlockRoleQuotaInit();
+	RedlockWatchesInit();
 	RedlockWorkerInit();
 }

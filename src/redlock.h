@@ -288,6 +288,15 @@ typedef struct RedlockKeyToken
 #define REDLOCK_HOLDER_KEY_LUA "KEYS[1] .. \"\\255holder\""
 
 /*
+ * A forced release (force_release.lua) leaves, beside the key, the token it deleted
+ * under the key followed by 0xFF and "forced", for REDLOCK_FORCED_MARK_MS: how a
+ * watch (watch_read.lua, worker/notifier.c) tells "forced" from "released".
+ */
+#define REDLOCK_FORCED_KEY_SUFFIX "\xff" "forced"
+#define REDLOCK_FORCED_KEY_LUA "KEYS[1] .. \"\\255forced\""
+#define REDLOCK_FORCED_MARK_MS 5000
+
+/*
  * A shared lock (doc/shared.md, quorumshared.h): while shared holders hold a resource,
  * its key holds this marker (never a token), and beside it, as the holder record is,
  * the readers hash (each holder's token and expiry) and a waiting exclusive acquire's

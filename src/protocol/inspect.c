@@ -15,7 +15,8 @@
  * of answers cannot tell whether a quorum holds it: UNAVAILABLE.
  *
  * The forced release deletes the key whatever its token (and its holder record),
- * announces the release to waiters, and raises the resource's fencing counter (fence.c)
+ * announces the release to waiters, leaves the deleted token under the forced mark for
+ * REDLOCK_FORCED_MARK_MS (a watch's round reads it: "forced", not "released"), and raises the resource's fencing counter (fence.c)
  * to one above the larger of the counter and the master's floor, so that the next
  * holder's token is above any token the evicted holder took or was taking.  The
  * evicted holder learns of it from its next extension or renewal (lost for certain:
@@ -24,6 +25,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include "common/hashfn.h"
 
 #include "protocol/holder.h"
 #include "protocol/inspect.h"
@@ -46,12 +49,23 @@
 typedef struct MasterInfo
 {
 	bool		present;
+	const char *forced;			/* watch_read.lua: the value a forced release deleted */
+	int			forced_len;
 	long long	pttl;
 	const char *value;
 	int			value_len;
 	const char *holder;
 	int			holder_len;
 } MasterInfo;
+
+/* A hash of a token's bytes, never 0 (0 means none). */
+static uint64
+inspect_token_hash(const char *value, int len)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) value, len, 0);
+
+	return h ? h : 1;
+}
 
 /* Reads a decimal number ending in a space at *p (advanced past it); false if none. */
 static bool
@@ -83,6 +97,12 @@ inspect_parse_info(const RedlockNodeOutcome *outcome, MasterInfo *info)
 	if (outcome->text_len == 0)
 		return true;
 	end = p + outcome->text_len;
+	if (outcome->text_len > 7 && memcmp(p, "forced ", 7) == 0)
+	{
+		info->forced = p + 7;
+		info->forced_len = (int) (end - info->forced);
+		return true;
+	}
 	if (!inspect_number(&p, end, &info->pttl) || !inspect_number(&p, end, &len) ||
 		len < 0 || len > end - p)
 		return false;
@@ -118,6 +138,9 @@ inspect_decide(const MasterInfo *infos, const bool *answered, int count, int quo
 	memset(state, 0, sizeof(*state));
 	state->ttl_ms = -1;
 	for (int i = 0; i < count; i++)
+		if (answered[i] && infos[i].forced && state->forced_hash == 0)
+			state->forced_hash = inspect_token_hash(infos[i].forced, infos[i].forced_len);
+	for (int i = 0; i < count; i++)
 	{
 		int			same = 0;
 
@@ -136,6 +159,7 @@ inspect_decide(const MasterInfo *infos, const bool *answered, int count, int quo
 	}
 	if (best < 0)
 		return;
+	state->token_hash = inspect_token_hash(infos[best].value, infos[best].value_len);
 
 	pttls = palloc(sizeof(long long) * count);
 	for (int j = 0; j < count; j++)
@@ -220,21 +244,10 @@ inspect_result_init(RedlockNodeSet *set, RedlockResult *result)
 	result->attempts = 1;
 }
 
-/*
- * redlock_inspect_locks
- *		Reads n locks' states from every master of set, one script call per key and
- *		master, all in one round (each master waited for within redlock.timeout).
- *
- * keys, n: the Redis keys (n >= 1).  states: n entries, filled (see RedlockLockState).
- * result: REDLOCK_OK when a quorum of masters reported on every key, else
- *		REDLOCK_UNAVAILABLE with node_errors (the states then cannot tell whether a
- *		quorum holds the lock); answered is the fewest reports any key got.
- *
- * Raises what an interrupted wait raises (57014).
- */
-void
-redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
-					  RedlockLockState *states, RedlockResult *result)
+/* One round of script on n keys: redlock_inspect_locks and redlock_inspect_watch. */
+static void
+inspect_round(RedlockNodeSet *set, const RedlockScript *script, const char *const *keys,
+			  int n, RedlockLockState *states, RedlockResult *result)
 {
 	int			count = redlock_nodeset_size(set);
 	RedlockCommand *commands = palloc(sizeof(RedlockCommand) * n);
@@ -243,7 +256,7 @@ redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
 	inspect_result_init(set, result);
 	for (int k = 0; k < n; k++)
 	{
-		inspect_key_command(&commands[k], &redlock_script_lock_info, keys[k], NULL);
+		inspect_key_command(&commands[k], script, keys[k], NULL);
 		commands[k].accept = inspect_accept_text;
 	}
 	redlock_nodes_run(set, commands, n, false, outcomes);
@@ -264,6 +277,39 @@ redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
 	result->status = redlock_quorum_reached(result->answered, result->quorum) ? REDLOCK_OK : REDLOCK_UNAVAILABLE;
 	pfree(outcomes);
 	pfree(commands);
+}
+
+/*
+ * redlock_inspect_locks
+ *		Reads n locks' states from every master of set, one script call per key and
+ *		master, all in one round (each master waited for within redlock.timeout).
+ *
+ * keys, n: the Redis keys (n >= 1).  states: n entries, filled (see RedlockLockState).
+ * result: REDLOCK_OK when a quorum of masters reported on every key, else
+ *		REDLOCK_UNAVAILABLE with node_errors (the states then cannot tell whether a
+ *		quorum holds the lock); answered is the fewest reports any key got.
+ *
+ * Raises what an interrupted wait raises (57014).
+ */
+void
+redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
+					  RedlockLockState *states, RedlockResult *result)
+{
+	inspect_round(set, &redlock_script_lock_info, keys, n, states, result);
+}
+
+/*
+ * redlock_inspect_watch
+ *		redlock_inspect_locks for a watch's round (worker/notifier.c): the same states,
+ *		and where a key holds no lock on a master, the forced release's mark
+ *		(forced_hash), so that the watch can tell a forced release from a release.
+ *		Arguments, result and errors as redlock_inspect_locks'.
+ */
+void
+redlock_inspect_watch(RedlockNodeSet *set, const char *const *keys, int n,
+					  RedlockLockState *states, RedlockResult *result)
+{
+	inspect_round(set, &redlock_script_watch_read, keys, n, states, result);
 }
 
 static int
@@ -438,10 +484,14 @@ redlock_inspect_force_release(RedlockNodeSet *set, const char *key, RedlockLockS
 	RedlockNodeOutcome *outcomes = palloc(sizeof(RedlockNodeOutcome) * count);
 	RedlockCommand command;
 	char		ttl_text[32];
+	char		mark_text[32];
 
 	inspect_result_init(set, result);
 	snprintf(ttl_text, sizeof(ttl_text), INT64_FORMAT, REDLOCK_FENCE_COUNTER_TTL_MS);
+	snprintf(mark_text, sizeof(mark_text), "%d", REDLOCK_FORCED_MARK_MS);
 	inspect_key_command(&command, &redlock_script_force_release, key, ttl_text);
+	command.argv[command.argc] = mark_text;
+	command.argvlen[command.argc++] = strlen(mark_text);
 	command.accept = inspect_accept_text;
 	redlock_nodes_run(set, &command, 1, false, outcomes);
 	result->answered = inspect_reports(set, outcomes, before, &result->accepted);

@@ -20,12 +20,17 @@ typedef struct RedlockLockState
 	int64		ttl_ms;			/* when held: the quorum-th largest PTTL (-1: none set) */
 	bool		has_holder;		/* a holder record of that token was found */
 	RedlockHolder holder;
+	uint64		token_hash;		/* a hash of that token (0: no token) */
+	uint64		forced_hash;	/* redlock_inspect_watch: a hash of the token a forced
+								 * release deleted lately on some master (0: none) */
 } RedlockLockState;
 
 extern void redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
 								  RedlockLockState *states, RedlockResult *result);
 extern int	redlock_inspect_scan(RedlockNodeSet *set, const char *prefix, int limit,
 								 char ***keys, bool *more, RedlockResult *result);
+extern void redlock_inspect_watch(RedlockNodeSet *set, const char *const *keys, int n,
+								  RedlockLockState *states, RedlockResult *result);
 extern void redlock_inspect_force_release(RedlockNodeSet *set, const char *key,
 										  RedlockLockState *before, RedlockResult *result);
 

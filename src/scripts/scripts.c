@@ -30,6 +30,7 @@ RedlockScript redlock_script_fence_write = {.body = REDLOCK_LUA_FENCE_WRITE, .nk
 RedlockScript redlock_script_lock_info = {.body = REDLOCK_LUA_LOCK_INFO};
 RedlockScript redlock_script_force_release = {.body = REDLOCK_LUA_FORCE_RELEASE};
 RedlockScript redlock_script_scan = {.body = REDLOCK_LUA_SCAN};
+RedlockScript redlock_script_watch_read = {.body = REDLOCK_LUA_WATCH_READ};
 
 /*
  * RedlockScriptsInit
@@ -53,4 +54,5 @@ RedlockScriptsInit(void)
 	redlock_script_register(&redlock_script_lock_info);
 	redlock_script_register(&redlock_script_force_release);
 	redlock_script_register(&redlock_script_scan);
+	redlock_script_register(&redlock_script_watch_read);
 }

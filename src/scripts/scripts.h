@@ -22,6 +22,7 @@ extern RedlockScript redlock_script_fence_write;
 extern RedlockScript redlock_script_lock_info;
 extern RedlockScript redlock_script_force_release;
 extern RedlockScript redlock_script_scan;
+extern RedlockScript redlock_script_watch_read;
 
 extern void RedlockScriptsInit(void);
 

@@ -22,8 +22,11 @@
 
 #include "shared/shmem.h"
 
-/* Areas the modules register: stats, registry, lock configurations, waiters, role quotas. */
-#define SHMEM_MAX_AREAS 8
+/*
+ * Areas the modules register: stats, registry, lock configurations, waiters, role quotas,
+ * watches, and room for more.
+ */
+#define SHMEM_MAX_AREAS 12
 
 static const RedlockShmemArea *shmem_areas[SHMEM_MAX_AREAS];
 static int	shmem_area_count = 0;
