@@ -31,7 +31,7 @@ SELECT has_function_privilege('public', 'redlock_fencing_token(text)', 'execute'
 SELECT has_function_privilege('public', 'redlock_waiters()', 'execute') AS waiters_public,
        obj_description('redlock_waiters()'::regprocedure, 'pg_proc') IS NOT NULL AS waiters_commented,
        (SELECT count(*) FROM redlock_waiters()) AS waiting;
--- Every function of 1.8 (redlock_check too), the bigint, set and shared forms too: not PUBLIC's, and
+-- Every function of 1.8 (redlock_check and the watches too), the bigint, set and shared forms too: not PUBLIC's, and
 -- commented.
 SELECT count(*) AS functions,
        count(*) FILTER (WHERE has_function_privilege('public', p.oid, 'execute')) AS public,
