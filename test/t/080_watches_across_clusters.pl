@@ -1,0 +1,202 @@
+# Watches (issue 43 item 1): two clusters, alpha and beta, share five Redis masters; a
+# session on alpha watches resources (redlock_watch) and hears NOTIFY "redlock" from
+# alpha's notifier, whichever cluster changed the lock.
+# - beta's acquire, release, expiry (nobody releasing) and alpha's forced release of
+#   beta's lock: "acquired", "released", "acquired" + "expired", "acquired" + "forced",
+#   each with beta's cluster and the holder's pid;
+# - a token on 2 of 5 masters (an attempt in flight, or another client) is not
+#   "acquired"; on a third it is, without a holder (no holder record);
+# - with 3 of 5 masters frozen nothing is decided: no event while they are frozen, none
+#   after, since the lock did not change;
+# - a watch made in a transaction that rolls back, or in a rolled-back savepoint, sends
+#   nothing; redlock_unwatch stops the events at once;
+# - the notifier leaves once its database has no watch (so DROP DATABASE finds it gone).
+
+use strict;
+use warnings;
+
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use PsqlSession qw(session sql wait_until);
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my %node;
+for my $name (qw(alpha beta))
+{
+	$node{$name} = RedisMasters::redlock_node($name, $redis,
+		$RedisMasters::ROOMY_CONF . "shared_preload_libraries = 'redlock'\ncluster_name = '$name'\n");
+}
+my ($alpha, $beta) = @node{qw(alpha beta)};
+my $out;
+
+my $watcher = session($alpha);
+my @heard;    # every event the watcher heard, decoded, in order
+
+# Runs a query in the watcher's session (psql prints the notifications that arrived
+# after each query) and keeps what it heard.
+sub listen_once
+{
+	my ($o) = sql($watcher, 'SELECT 1');
+	while ($o =~ /Asynchronous notification "redlock" with payload "(.*)" received from server process with PID \d+\./g)
+	{
+		push @heard, decode_json($1);
+	}
+	return;
+}
+
+# Waits up to SECONDS for an event of RESOURCE named EVENT heard since index FROM;
+# returns it (undef when none came).
+sub heard
+{
+	my ($from, $resource, $event, $seconds) = @_;
+	my $found;
+	wait_until(
+		$seconds // 10,
+		sub {
+			listen_once();
+			($found) = grep { $_->{resource} eq $resource && $_->{event} eq $event }
+			  @heard[ $from .. $#heard ];
+			return defined $found;
+		});
+	return $found;
+}
+
+# The events of RESOURCE heard since index FROM, as "event" words, after a quiet wait.
+sub heard_words
+{
+	my ($from, $resource, $wait_ms) = @_;
+	usleep(($wait_ms // 500) * 1000);
+	listen_once();
+	return join(' ', map { $_->{event} } grep { $_->{resource} eq $resource } @heard[ $from .. $#heard ]);
+}
+
+sub notifier_count
+{
+	my ($n) = $alpha->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'redlock notifier'");
+	return $n;
+}
+
+# --- a watch; the notifier starts and takes its baseline ---
+
+($out) = sql($watcher, "SELECT redlock_watch('leader')");
+is($out, '', 'alpha: redlock_watch(leader) in its own transaction');
+ok(wait_until(10, sub { notifier_count() == 1 }), "alpha: the database's notifier runs");
+usleep(300_000);    # its first look (the baseline) is over
+
+# --- beta's acquire and release ---
+
+my $b1 = session($beta);
+my $b1_pid = $b1->pid;
+my $mark = @heard;
+($out) = sql($b1, "SELECT redlock_acquire('leader', 10000)");
+is($out, 't', 'beta: acquires leader');
+my $e = heard($mark, 'leader', 'acquired');
+ok($e, 'alpha hears "acquired"');
+is_deeply($e, { resource => 'leader', event => 'acquired', cluster => 'beta', pid => $b1_pid },
+	'... naming beta and the holder\'s pid') if $e;
+
+$mark = @heard;
+($out) = sql($b1, "SELECT redlock_release('leader')");
+is($out, 't', 'beta: releases leader');
+$e = heard($mark, 'leader', 'released');
+is_deeply($e, { resource => 'leader', event => 'released', cluster => 'beta', pid => $b1_pid },
+	'alpha hears "released", naming the holder that released');
+
+# --- an expiry, nobody releasing ---
+
+$mark = @heard;
+($out) = sql($b1, "SELECT redlock_acquire('leader', 600)");
+is($out, 't', 'beta: acquires leader for 600 ms and does not release it');
+ok(heard($mark, 'leader', 'acquired'), 'alpha hears "acquired"');
+$e = heard($mark, 'leader', 'expired');
+is_deeply($e, { resource => 'leader', event => 'expired', cluster => 'beta', pid => $b1_pid },
+	'alpha hears "expired" once the TTL ran out, without a release');
+is(heard_words($mark, 'leader', 200), 'acquired expired', '... and nothing else: acquired, then expired');
+sql($b1, "SELECT redlock_release_all()");
+
+# --- a forced release ---
+
+$mark = @heard;
+($out) = sql($b1, "SELECT redlock_acquire('leader', 30000)");
+is($out, 't', 'beta: acquires leader for 30 s');
+ok(heard($mark, 'leader', 'acquired'), 'alpha hears "acquired"');
+$mark = @heard;
+($out) = $alpha->safe_psql('postgres', "SELECT redlock_force_release('leader')");
+is($out, '5', 'alpha: an operator forces the release');
+$e = heard($mark, 'leader', 'forced');
+is_deeply($e, { resource => 'leader', event => 'forced', cluster => 'beta', pid => $b1_pid },
+	'alpha hears "forced", naming the evicted holder');
+is(heard_words($mark, 'leader', 300), 'forced', '... not "released"');
+sql($b1, "SELECT redlock_release_all()");
+
+# --- only a quorum's token is "acquired" ---
+
+my ($prefix) = sql($watcher, 'SHOW redlock.key_prefix');
+my $key = "${prefix}leader";
+$mark = @heard;
+$redis->redis_cli($_, 'SET', $key, 'other-client-token', 'PX', '30000') for 0 .. 1;
+is(heard_words($mark, 'leader', 500), '', 'a token on 2 of 5 masters: no event');
+$redis->redis_cli(2, 'SET', $key, 'other-client-token', 'PX', '30000');
+$e = heard($mark, 'leader', 'acquired');
+is_deeply($e, { resource => 'leader', event => 'acquired' },
+	'on a third master: "acquired", with no holder (no holder record)');
+
+# --- a majority frozen: nothing decided ---
+
+$mark = @heard;
+$redis->stop($_) for 0 .. 2;
+usleep(600_000);
+listen_once();
+$redis->cont($_) for 0 .. 2;
+is(heard_words($mark, 'leader', 400), '', '3 of 5 masters frozen, then back: no event (nothing changed on a quorum)');
+$redis->redis_cli($_, 'DEL', $key) for 0 .. 4;
+ok(heard($mark, 'leader', 'released'), 'its keys deleted: "released"');
+
+# --- watches in rolled-back transactions and savepoints ---
+
+my $w2 = session($alpha);
+sql($w2, 'BEGIN');
+sql($w2, "SELECT redlock_watch('rolled-back')");
+sql($w2, 'ROLLBACK');
+sql($w2, 'BEGIN');
+sql($w2, 'SAVEPOINT s');
+sql($w2, "SELECT redlock_watch('savepoint-rolled-back')");
+sql($w2, 'ROLLBACK TO SAVEPOINT s');
+sql($w2, "SELECT redlock_watch('kept')");
+sql($w2, 'COMMIT');
+usleep(300_000);
+$mark = @heard;
+sql($b1, "SELECT redlock_acquire(r, 10000) FROM unnest(ARRAY['rolled-back', 'savepoint-rolled-back', 'kept']) r");
+ok(heard($mark, 'kept', 'acquired'), "the committed watch's lock: \"acquired\" (every listener hears it)");
+is(heard_words($mark, 'rolled-back', 300) . '|' . heard_words($mark, 'savepoint-rolled-back', 0), '|',
+	'the watches rolled back, with their transaction or savepoint: no event');
+sql($b1, "SELECT redlock_release_all()");
+
+# --- unwatch ---
+
+($out) = sql($watcher, "SELECT redlock_unwatch('leader')");
+is($out, 't', "alpha: redlock_unwatch(leader) returns true");
+$mark = @heard;
+sql($b1, "SELECT redlock_acquire('leader', 10000)");
+is(heard_words($mark, 'leader', 500), '', 'no event for leader after the unwatch');
+sql($b1, "SELECT redlock_release_all()");
+
+# --- the notifier leaves with the last watch ---
+
+($out) = sql($w2, 'SELECT redlock_unwatch_all()');
+is((split /\n/, $out)[0], '1', "the other session's last watch ends (redlock_unwatch_all: 1)");
+ok(wait_until(10, sub { notifier_count() == 0 }), 'the notifier leaves once its database has no watch');
+($out) = sql($watcher, "SELECT redlock_watch('leader')");
+ok(wait_until(10, sub { notifier_count() == 1 }), '... and a new watch starts it again');
+$watcher->quit;
+ok(wait_until(10, sub { notifier_count() == 0 }), "the watching session's exit ends its watch, and the notifier");
+
+$_->quit for $b1, $w2;
+RedisMasters::no_crash($_) for $alpha, $beta;
+done_testing();
