@@ -28,8 +28,10 @@
  * that holds fewer.  A release within one interval of the expiry may read as
  * "expired"; a lock acquired and released between two looks sends nothing.
  *
- * The payload is JSON: {"resource": ..., "event": ..., "cluster": ..., "pid": ...},
- * the last two when a holder record of the token was found.
+ * The payload is JSON: {"resource": ..., "event": ..., "at": ..., "cluster": ...,
+ * "pid": ...}: at is when the look that saw the change began (seconds since the Unix
+ * epoch, to the microsecond); cluster and pid when a holder record of the token was
+ * found.
  *
  *-------------------------------------------------------------------------
  */
@@ -50,6 +52,7 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/timestamp.h"
 
 #include "clock.h"
 #include "compat.h"
@@ -96,7 +99,7 @@ static Oid	notifier_database = InvalidOid;
 /* Appends one event's payload for row to events (a list of palloc'd strings). */
 static List *
 notifier_event(List *events, const RedlockWatchRow *row, const char *event,
-			   const WatchState *holder_of)
+			   TimestampTz at, const WatchState *holder_of)
 {
 	StringInfoData buf;
 	const char *name = row->key + row->prefix_len;
@@ -105,7 +108,8 @@ notifier_event(List *events, const RedlockWatchRow *row, const char *event,
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "{\"resource\": ");
 	escape_json(&buf, resource);
-	appendStringInfo(&buf, ", \"event\": \"%s\"", event);
+	appendStringInfo(&buf, ", \"event\": \"%s\", \"at\": %.6f", event,
+					 (double) (at - SetEpochTimestamp()) / USECS_PER_SEC);
 	if (holder_of && holder_of->has_holder)
 	{
 		appendStringInfoString(&buf, ", \"cluster\": ");
@@ -136,7 +140,7 @@ notifier_keep(WatchState *ws, const RedlockLockState *st, double start_ms)
  */
 static List *
 notifier_decide(List *events, const RedlockWatchRow *row, WatchState *ws,
-				const RedlockLockState *st, double start_ms)
+				const RedlockLockState *st, double start_ms, TimestampTz at)
 {
 	WatchState	was = *ws;
 
@@ -153,10 +157,10 @@ notifier_decide(List *events, const RedlockWatchRow *row, WatchState *ws,
 			end = "expired";
 		else
 			end = "released";
-		events = notifier_event(events, row, end, &was);
+		events = notifier_event(events, row, end, at, &was);
 	}
 	if (st->held && (!was.held || st->token_hash != was.token_hash))
-		events = notifier_event(events, row, "acquired", ws);
+		events = notifier_event(events, row, "acquired", at, ws);
 	return events;
 }
 
@@ -208,6 +212,7 @@ notifier_round(int *watched)
 		RedlockLockState *st;
 		RedlockResult result;
 		double		start_ms;
+		TimestampTz at;
 
 		if (done[first])
 			continue;
@@ -227,12 +232,13 @@ notifier_round(int *watched)
 			continue;
 		st = palloc(sizeof(RedlockLockState) * m);
 		start_ms = redlock_clock_ms();
+		at = GetCurrentTimestamp();
 		redlock_inspect_watch(set, keys, m, st, &result);
 		if (result.status != REDLOCK_OK)
 			continue;			/* fewer than a quorum answered: nothing decided */
 		for (int j = 0; j < m; j++)
 			events = notifier_decide(events, &rows[index[j]], notifier_state(&rows[index[j]]),
-									 &st[j], start_ms);
+									 &st[j], start_ms, at);
 	}
 
 	/* Locks no longer watched are forgotten: a new watch starts from a new baseline. */

@@ -10,7 +10,8 @@
 #   after, since the lock did not change;
 # - a watch made in a transaction that rolls back, or in a rolled-back savepoint, sends
 #   nothing; redlock_unwatch stops the events at once;
-# - the notifier leaves once its database has no watch (so DROP DATABASE finds it gone).
+# - the notifier leaves once its database has no watch (so DROP DATABASE finds it gone);
+# - every event says when the look that saw it began ("at", Unix epoch seconds).
 
 use strict;
 use warnings;
@@ -35,7 +36,9 @@ my ($alpha, $beta) = @node{qw(alpha beta)};
 my $out;
 
 my $watcher = session($alpha);
-my @heard;    # every event the watcher heard, decoded, in order
+my @heard;    # every event the watcher heard, decoded, in order (less its "at")
+my $bad_at = 0;    # events whose "at" was not a time of this run
+my $t_start = time;
 
 # Runs a query in the watcher's session (psql prints the notifications that arrived
 # after each query) and keeps what it heard.
@@ -44,7 +47,10 @@ sub listen_once
 	my ($o) = sql($watcher, 'SELECT 1');
 	while ($o =~ /Asynchronous notification "redlock" with payload "(.*)" received from server process with PID \d+\./g)
 	{
-		push @heard, decode_json($1);
+		my $e = decode_json($1);
+		my $at = delete $e->{at};
+		$bad_at++ unless defined $at && $at >= $t_start - 1 && $at <= time + 1;
+		push @heard, $e;
 	}
 	return;
 }
@@ -197,6 +203,7 @@ ok(wait_until(10, sub { notifier_count() == 1 }), '... and a new watch starts it
 $watcher->quit;
 ok(wait_until(10, sub { notifier_count() == 0 }), "the watching session's exit ends its watch, and the notifier");
 
+is($bad_at, 0, "every event's \"at\" is a moment of this run (when the look that saw it began)");
 $_->quit for $b1, $w2;
 RedisMasters::no_crash($_) for $alpha, $beta;
 done_testing();
