@@ -38,6 +38,7 @@ use warnings;
 use File::Basename qw(dirname);
 use File::Spec;
 use IPC::Run;
+use JSON::PP ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More ();
@@ -48,6 +49,7 @@ use RedisMasters;
 
 use Checker::Faults;
 use Checker::Report qw(check_fence check_permits check_run control_shown describe fence_table_header
+  _watch_figures
   fence_table_line job_table_header job_table_line permit_table_header permit_table_line
   table_header table_line _fence_figures _job_figures _lease_figures _permit_figures
   _shared_figures _rows
@@ -197,7 +199,10 @@ sub run_checked
 	my ($node, $sets, $name, $seconds, %o) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	my $r = run_scenario($node, $sets, $name, seconds => $seconds);
-	for (my $run = 2; $r->{expect_violations} && !control_shown($r) && $run <= ($o{runs} // 1); $run++)
+	for (my $run = 2;
+		($r->{expect_violations} || $r->{expect_watch_unexplained}) && !control_shown($r)
+		  && $run <= ($o{runs} // 1);
+		$run++)
 	{
 		Test::More::note("$name: not every violation the control looks for in this run"
 			  . ($r->{acquired} ? '' : ' (nothing acquired: a loaded machine outran the TTL)')
@@ -334,6 +339,42 @@ sub servers_of
 	my ($redis, @i) = @_;
 	my @ports = $redis->ports;
 	return join(',', map { "127.0.0.1:$ports[$_]" } @i);
+}
+
+# ---- a watcher (issue 43) ----
+
+# With WATCH (a scenario's watch: { servers => [master indexes], the watcher's own
+# redlock.servers, default the clients'; resources => how many it watches, default the
+# clients' RESOURCES }), a session on NODE that watches PREFIX 1.. from before the
+# clients start; undef without.
+sub _watch_start
+{
+	my ($node, $redis, $watch, $prefix, $resources) = @_;
+	return undef unless $watch;
+	my $s = PsqlSession::session($node);
+	PsqlSession::sql($s, "SET redlock.servers = '" . servers_of($redis, @{ $watch->{servers} }) . "'")
+	  if $watch->{servers};
+	my $n = $watch->{resources} // $resources;
+	my (undef, $err) = PsqlSession::sql($s,
+		"SELECT redlock_watch('$prefix' || g) FROM generate_series(1, $n) g");
+	die "checker: the watcher's redlock_watch failed: $err" if $err =~ /ERROR/;
+	sleep 0.3;    # the notifier's first look, its baseline
+	return $s;
+}
+
+# Ends WATCHER's watches once the last events are in, and returns what it heard: a list
+# of decoded payloads, in order.
+sub _watch_finish
+{
+	my ($watcher) = @_;
+	return [] unless $watcher;
+	sleep 0.3;
+	my ($out) = PsqlSession::sql($watcher, 'SELECT redlock_unwatch_all()');
+	my @heard;
+	push @heard, JSON::PP::decode_json($1)
+	  while $out =~ /Asynchronous notification "redlock" with payload "(.*)" received from server process/g;
+	$watcher->quit;
+	return \@heard;
 }
 
 # ---- long-job clients ----
@@ -624,7 +665,7 @@ sub run
 
 	$node->safe_psql('postgres', qq{
 TRUNCATE checker_attempts, checker_violations, checker_guard, checker_holds, checker_jobs,
-	checker_writes, checker_losses, checker_fence, checker_permit_claims;
+	checker_writes, checker_losses, checker_fence, checker_permit_claims, checker_watch_events;
 INSERT INTO checker_guard (resource)
 	SELECT '$prefix' || g FROM generate_series(1, $resources) g;
 INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
@@ -698,6 +739,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		  . " wait $wait ms, work $work ms, $seconds s");
 	Test::More::note("checker: " . ($job ? 'client script (each block)' : 'pgbench script')
 		  . ":\n$text");
+	my $watcher = _watch_start($node, $o{redis}, $o{watch}, $prefix, $resources);
 	my $log_offset = -s $node->logfile;
 	my @h;
 	my $t0;
@@ -736,6 +778,8 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 			  eq '0';
 		});
 
+	my $heard = _watch_finish($watcher);
+
 	# The WARNINGs the backends logged meanwhile, by kind (resource names and counts
 	# blanked out).
 	my %warnings;
@@ -753,6 +797,8 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		desc => $o{desc} // '',
 		masters => $o{masters} // 'plain',
 		expect_violations => $o{expect_violations} // 0,
+		watch => $o{watch},
+		expect_watch_unexplained => $o{expect_watch_unexplained} // 0,
 		expect_no_08006 => $o{expect_no_08006} // 0,
 		expect_no_gave_up => $o{expect_no_gave_up} // 0,
 		violations_by_design => $o{violations_by_design},
@@ -875,6 +921,7 @@ FROM checker_violations ORDER BY at})
 	_job_figures($node, $log, $t0, $f, \%r) if $job;
 	_lease_figures($node, $log, \%r) if $job && $job->{roles};
 	_fence_figures($node, $t0, \%r) if $fence;
+	_watch_figures($node, $heard, $t0, \%r) if $o{watch};
 	# Why holders gave up (held-lock runs): counts by reason, and the first few with times.
 	$r{gave_up_rows} = [
 		_rows($node, qq{

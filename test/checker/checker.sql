@@ -49,7 +49,8 @@ DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, in
 DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer,
 	integer);
 DROP TABLE IF EXISTS checker_guard, checker_attempts, checker_violations, checker_holds,
-	checker_jobs, checker_writes, checker_losses, checker_fence, checker_permit_claims;
+	checker_jobs, checker_writes, checker_losses, checker_fence, checker_permit_claims,
+	checker_watch_events;
 
 CREATE UNLOGGED TABLE checker_guard (
 	resource text PRIMARY KEY,
@@ -813,6 +814,15 @@ $$;
 -- and checker_permit_job / checker_permit_job_end (psql, long jobs on auto-extended
 -- permits, as checker_job / checker_job_end but without swallowed cancels: a job whose
 -- permit the worker gave up is cancelled, and its claim deleted by checker_permit_job_end).
+
+-- What a watcher heard (redlock_watch, issue 43), one row per event, filled by the
+-- checker after the run from the watcher's notifications (Checker.pm, run).
+CREATE UNLOGGED TABLE checker_watch_events (
+	resource text NOT NULL,
+	event text NOT NULL,			-- acquired | released | expired | forced
+	pid integer,					-- the holder record's pid (NULL: none)
+	at timestamptz NOT NULL			-- when the notifier's look that saw it began
+);
 
 CREATE UNLOGGED TABLE checker_permit_claims (
 	resource text NOT NULL,			-- the semaphore (as given to redlock_acquire_permit)

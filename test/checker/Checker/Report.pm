@@ -18,7 +18,7 @@ our @EXPORT_OK = qw(check_fence check_permits check_run check_shared control_sho
   fence_table_line job_table_header job_table_line permit_table_header permit_table_line
   table_header table_line _fence_figures _job_figures _lease_figures _permit_figures
   _shared_figures _rows
-  _state_windows);
+  _state_windows _watch_figures);
 
 # ---- figures ----
 
@@ -500,6 +500,53 @@ ORDER BY 1}))
 }
 
 # Rows of QUERY's result as lists of fields (psql unaligned, | separated).
+# A watcher's events (HEARD: decoded payloads) matched to the run's holds (issue 43): each
+# "acquired" must name a client (the holder record's pid) whose attempt on that resource
+# was acquired with a quorum, and the look that saw it (its "at") must have begun while
+# that hold can have been on the masters: from 200 ms before the attempt began (a look
+# begins before it reads) to 200 ms after its work ended (the release's round trip).
+# An "acquired" no such hold explains is unexplained: a watch that reported a lock no
+# quorum held for any client.  Into R: watch_events, watch_by_event, watch_acquired,
+# watch_unexplained and the first few unexplained rows.
+sub _watch_figures
+{
+	my ($node, $heard, $t0, $r) = @_;
+	my @rows = map {
+		sprintf("(%s, %s, %s, to_timestamp(%.6f))",
+			_sql_text($_->{resource}), _sql_text($_->{event}),
+			defined $_->{pid} ? int($_->{pid}) : 'NULL', $_->{at} // 0)
+	} @$heard;
+	$node->safe_psql('postgres',
+		'INSERT INTO checker_watch_events VALUES ' . join(', ', @rows)) if @rows;
+	$r->{watch_events} = scalar @$heard;
+	$r->{watch_by_event}{ $_->{event} }++ for @$heard;
+	$r->{watch_acquired} = $r->{watch_by_event}{acquired} // 0;
+	my $work = $r->{work_ms};
+	$r->{watch_unexplained_rows} = [
+		_rows($node, qq{
+SELECT round((extract(epoch FROM e.at) - $t0)::numeric, 3), e.resource, coalesce(e.pid::text, '-'),
+	(SELECT string_agg(a.outcome || ' ' || round((extract(epoch FROM a.t0) - $t0)::numeric, 3), ', ')
+	   FROM checker_attempts a WHERE a.pid = e.pid AND a.resource = e.resource
+	    AND a.t0 BETWEEN e.at - interval '1 s' AND e.at + interval '1 s')
+FROM checker_watch_events e
+WHERE e.event = 'acquired' AND NOT EXISTS (
+	SELECT 1 FROM checker_attempts a
+	 WHERE a.pid = e.pid AND a.resource = e.resource AND a.outcome = 'acquired'
+	   AND e.at BETWEEN a.t0 - interval '200 ms' AND a.t1 + interval '$work ms' + interval '200 ms')
+ORDER BY e.at})
+	];
+	$r->{watch_unexplained} = scalar @{ $r->{watch_unexplained_rows} };
+	return;
+}
+
+# TEXT as an SQL string literal.
+sub _sql_text
+{
+	my ($text) = @_;
+	(my $q = $text // '') =~ s/'/''/g;
+	return "'$q'";
+}
+
 sub _rows
 {
 	my ($node, $query) = @_;
@@ -564,6 +611,15 @@ sub describe
 {
 	my ($r) = @_;
 	my $s = "== $r->{name}: $r->{desc}\n";
+	if ($r->{watch})
+	{
+		$s .= sprintf("   watcher: %d events (%s); acquired heard %d of %d holds; unexplained %d\n",
+			$r->{watch_events},
+			join(', ', map { "$_ x $r->{watch_by_event}{$_}" } sort keys %{ $r->{watch_by_event} // {} }),
+			$r->{watch_acquired}, $r->{acquired}, $r->{watch_unexplained});
+		$s .= sprintf("     +%s s %s: pid %s; its attempts near then: %s\n", @$_[ 0 .. 2 ], $_->[3] || 'none')
+		  for grep { defined } @{ $r->{watch_unexplained_rows} }[ 0 .. 4 ];
+	}
 	$s .= sprintf(
 		"   %d clients, %d resources, TTL %d ms, wait %d ms, work %d ms, %d s, %s masters\n",
 		$r->{clients}, $r->{resources}, $r->{ttl_ms}, $r->{wait_ms}, $r->{work_ms},
@@ -802,6 +858,32 @@ sub check_run
 	check_fence($r) if $r->{fence};
 	check_permits($r) if $r->{permits};
 	check_shared($r) if $r->{shared};
+	check_watch($r) if $r->{watch};
+	return;
+}
+
+# The Test::More checks of a run with a watcher R (issue 43): it heard acquisitions, and
+# each "acquired" it heard was a hold a client had then (_watch_figures); a negative
+# control: some were not.
+sub check_watch
+{
+	my ($r) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $name = $r->{name};
+	Test::More::cmp_ok($r->{watch_acquired}, '>', 0,
+		"$name: the watcher heard acquisitions ($r->{watch_acquired} of $r->{acquired} holds)");
+	if ($r->{expect_watch_unexplained})
+	{
+		Test::More::cmp_ok($r->{watch_unexplained}, '>', 0,
+			"$name (negative control): the watch reported \"acquired\" for holds no client had")
+		  or Test::More::diag(describe($r));
+	}
+	else
+	{
+		Test::More::is($r->{watch_unexplained}, 0,
+			"$name: every \"acquired\" the watch reported was a hold a client had then")
+		  or Test::More::diag(describe($r));
+	}
 	return;
 }
 
@@ -834,6 +916,7 @@ sub check_shared
 sub control_shown
 {
 	my ($r) = @_;
+	return $r->{watch_unexplained} > 0 if $r->{expect_watch_unexplained};
 	return 0 unless $r->{violations} > 0;
 	return 1 unless $r->{permits};
 	return $r->{claim_violations} > 0 && $r->{max_inside} > $r->{permits};

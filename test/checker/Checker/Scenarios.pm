@@ -117,6 +117,39 @@ my %SCENARIOS = (
 			}
 		},
 	},
+	# Watches (issue 43): a session watches every resource of the run, and the judge
+	# matches each "acquired" it heard to a hold a client had then (_watch_figures).
+	'watch-kill' => {
+		desc => 'a watcher on every resource while kill -9 of 1 or 2 masters (rolling), each'
+		  . ' kept down 1.2 x TTL + 0.3 s: every "acquired" heard is a hold a client had',
+		masters => 'plain',
+		preload => 1,
+		watch => {},
+		# faults: kill-minority-delayed's, set below the table
+	},
+	# The judge's control: a hold no client had, on a quorum (another client's token,
+	# without a holder record), which the watch rightly reports and the judge must not
+	# match to any client's hold.  (A watcher that looked at fewer masters than the
+	# clients lock on, a quorum of 2 of masters 0-2, heard no split vote in 3 runs: an
+	# attempt's partial hold lives about a millisecond before its undo.)
+	'unsafe-watch-stray-holder' => {
+		desc => 'NEGATIVE CONTROL: the watcher also watches a fifth resource no client takes,'
+		  . ' where another client sets its token (SET PX 300, no holder record) on masters'
+		  . ' 0-2 at 1, 2, 3 and 4 s: the watch hears "acquired" for holds no checker client had',
+		masters => 'plain',
+		preload => 1,
+		watch => { resources => 5 },
+		expect_watch_unexplained => 1,
+		faults => sub {
+			my ($f) = @_;
+			for my $t (1.0, 2.0, 3.0, 4.0)
+			{
+				$f->at($t);
+				$f->redis($_, 'SET', 'checker-unsafe-watch-stray-holder-5', 'stray-client-token', 'PX', '300')
+				  for 0 .. 2;
+			}
+		},
+	},
 	'sigstop' => {
 		desc => 'SIGSTOP of 1 or 2 masters for 0.2-1 s (> redlock.timeout 50 ms), then SIGCONT',
 		masters => 'plain',
@@ -832,6 +865,7 @@ my %SCENARIOS = (
 		faults => sub { _long_job_faults(@_) },
 	},
 );
+$SCENARIOS{'watch-kill'}{faults} = $SCENARIOS{'kill-minority-delayed'}{faults};
 $SCENARIOS_REF = \%SCENARIOS;
 
 # The run() options of scenario NAME.
