@@ -11,7 +11,8 @@
  * a watch made in a transaction or savepoint that rolls back is dropped (the hooks
  * below), as its LISTEN is.  redlock_unwatch and redlock_unwatch_all take effect at
  * once; the last watch gone, the session UNLISTENs "redlock" (at commit, as UNLISTEN).
- * A session's watches end with it.
+ * A session's watches end with it, and with DISCARD ALL (whose UNLISTEN * stops their
+ * notifications).
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +30,7 @@
 #include "lock/locktable.h"
 #include "shared/watches.h"
 #include "sql/sqlarg.h"
+#include "sql/xact.h"
 
 #define WATCH_CHANNEL "redlock"
 
@@ -145,6 +147,13 @@ watch_exit_callback(int code pg_attribute_unused(), Datum arg pg_attribute_unuse
 	(void) watch_drop_unless(watch_keep_none, InvalidSubTransactionId);
 }
 
+/* DISCARD ALL (after its UNLISTEN *) drops the session's watches. */
+static void
+watch_discard_all(void)
+{
+	(void) watch_drop_unless(watch_keep_none, InvalidSubTransactionId);
+}
+
 static void
 watch_hooks_register(void)
 {
@@ -153,6 +162,8 @@ watch_hooks_register(void)
 	RegisterXactCallback(watch_xact_callback, NULL);
 	RegisterSubXactCallback(watch_subxact_callback, NULL);
 	before_shmem_exit(watch_exit_callback, (Datum) 0);
+	redlock_hooks_register();	/* DISCARD ALL's hook */
+	redlock_hooks_on_discard_all(watch_discard_all);
 	watch_hooks_registered = true;
 }
 

@@ -66,6 +66,7 @@
 #include "sql/xact.h"
 
 static bool hooks_registered = false;
+static RedlockDiscardCallback discard_callback = NULL;
 static bool xact_callback_running = false;	/* xact_guard_first must not move it */
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility_hook = NULL;
@@ -339,7 +340,8 @@ xact_standard_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 
 /*
  * DISCARD ALL, once it has run (it cannot inside a transaction block): the session
- * locks.  The watchdog is hushed meanwhile: a reset query does no guarded work, and
+ * locks, then what discard_callback drops (the session's watches, as DISCARD ALL's
+ * UNLISTEN * stops their notifications).  The watchdog is hushed meanwhile: a reset query does no guarded work, and
  * a pooler (PgBouncer's server_reset_query) drops a server whose reset fails.
  */
 static void
@@ -353,6 +355,8 @@ xact_discard_all(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		xact_standard_utility(pstmt, queryString, readOnlyTree, context, params,
 							  queryEnv, dest, qc);
 		(void) redlock_lock_release_session(redlock_warn_release);
+		if (discard_callback)
+			discard_callback();
 	}
 	PG_FINALLY();
 	{
@@ -402,6 +406,17 @@ xact_executor_end(QueryDesc *queryDesc)
 	else
 		standard_ExecutorEnd(queryDesc);
 	xact_guard_first();			/* nested plans too: a trigger's, a function's */
+}
+
+/*
+ * redlock_hooks_on_discard_all
+ *		Sets callback, run after DISCARD ALL has released the session's locks: watch.c's
+ *		drop of the session's watches.  One callback; NULL for none.  Raises nothing.
+ */
+void
+redlock_hooks_on_discard_all(RedlockDiscardCallback callback)
+{
+	discard_callback = callback;
 }
 
 /*

@@ -10,6 +10,10 @@
 
 #include "redlock.h"
 
+/* What else DISCARD ALL drops: a callback of another SQL module (watches). */
+typedef void (*RedlockDiscardCallback) (void);
+
 extern void redlock_hooks_register(void);
+extern void redlock_hooks_on_discard_all(RedlockDiscardCallback callback);
 
 #endif							/* REDLOCK_XACT_H */

@@ -36,4 +36,8 @@ SELECT redlock_unwatch('regress-watch-savepoint') AS unwatched_savepoint;
 -- 42, regress-watch-kept and regress-watch-released-savepoint.
 SELECT redlock_unwatch_all() AS unwatched_all;
 SELECT redlock_unwatch_all() AS unwatched_all_again;
+-- DISCARD ALL (a pooler's reset) drops the watches, as its UNLISTEN * their notifications.
+SELECT redlock_watch('regress-watch-discarded');
+DISCARD ALL;
+SELECT redlock_unwatch('regress-watch-discarded') AS unwatched_after_discard;
 \set VERBOSITY default

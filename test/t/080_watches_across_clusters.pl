@@ -9,7 +9,7 @@
 # - with 3 of 5 masters frozen nothing is decided: no event while they are frozen, none
 #   after, since the lock did not change;
 # - a watch made in a transaction that rolls back, or in a rolled-back savepoint, sends
-#   nothing; redlock_unwatch stops the events at once;
+#   nothing; redlock_unwatch stops the events at once, DISCARD ALL drops the watches;
 # - the notifier leaves once its database has no watch (so DROP DATABASE finds it gone);
 # - every event says when the look that saw it began ("at", Unix epoch seconds).
 
@@ -195,8 +195,11 @@ sql($b1, "SELECT redlock_release_all()");
 
 # --- the notifier leaves with the last watch ---
 
+sql($w2, "SELECT redlock_watch('discarded')");
+sql($w2, 'DISCARD ALL');    # a pooler's reset: drops the watch, as its UNLISTEN * the LISTEN
 ($out) = sql($w2, 'SELECT redlock_unwatch_all()');
-is((split /\n/, $out)[0], '1', "the other session's last watch ends (redlock_unwatch_all: 1)");
+is((split /\n/, $out)[0], '1',
+	"the other session's last watch ends (redlock_unwatch_all: 1, DISCARD ALL having dropped the other)");
 ok(wait_until(10, sub { notifier_count() == 0 }), 'the notifier leaves once its database has no watch');
 ($out) = sql($watcher, "SELECT redlock_watch('leader')");
 ok(wait_until(10, sub { notifier_count() == 1 }), '... and a new watch starts it again');
