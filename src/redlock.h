@@ -141,6 +141,12 @@ typedef struct RedlockScript
  * the next call on the same connection.  need 0 waits for every node; need -1 only
  * sends.
  *
+ * decided: NULL, or, for a command with need 0, whether its outcome is already certain
+ * from the replies so far (outcomes of count nodes; awaited[i] true for a node that has
+ * neither answered nor failed yet; decided_arg passed along): the call then stops waiting
+ * for the others, as for need.  A watch's look: a lock held, or not held, whatever the
+ * masters not heard from would say.
+ *
  * node_last_arg: NULL, or one text per node that replaces argv[argc - 1] at that node
  * (a SCAN cursor: each master has its own).  keep_text: string replies are kept whole
  * in the outcomes (text), in the caller's memory context, not only as a hash.
@@ -157,6 +163,9 @@ typedef struct RedlockCommand
 	bool		keep_text;
 	bool		facts_only;		/* a question about the master itself (redlock_check):
 								 * its replies are not judged by wire/masterinfo.c */
+	bool		(*decided) (const RedlockNodeOutcome *outcomes, const bool *awaited,
+							int count, const void *arg);
+	const void *decided_arg;
 } RedlockCommand;
 
 /* The masters of one configuration (servers, credentials, database); opaque. */

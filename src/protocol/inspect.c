@@ -244,20 +244,70 @@ inspect_result_init(RedlockNodeSet *set, RedlockResult *result)
 	result->attempts = 1;
 }
 
-/* One round of script on n keys: redlock_inspect_locks and redlock_inspect_watch. */
+/*
+ * A watch's look at one key (RedlockCommand.decided, arg: the quorum) is certain once the
+ * masters heard from settle it whatever the others would say: a quorum of them report
+ * the same token (held), or the most reported token with every master not heard from
+ * (awaited, or failed: it may hold anything) added still falls short of a quorum (not
+ * held).  So a hung master costs a look nothing while the others settle it; a lock held
+ * on a quorum that counts the hung master stays undecided until its deadline, and the
+ * look then decides nothing.
+ */
+static bool
+inspect_certain(const RedlockNodeOutcome *outcomes, const bool *awaited, int count,
+				const void *arg)
+{
+	int			quorum = *(const int *) arg;
+	MasterInfo	infos[REDLOCK_MAX_NODES];
+	bool		heard[REDLOCK_MAX_NODES];
+	int			unknown = 0;
+	int			most = 0;
+
+	for (int i = 0; i < count; i++)
+	{
+		heard[i] = !awaited[i] && inspect_parse_info(&outcomes[i], &infos[i]);
+		if (!heard[i])
+			unknown++;
+	}
+	for (int i = 0; i < count; i++)
+	{
+		int			same = 0;
+
+		if (!heard[i] || !infos[i].present)
+			continue;
+		for (int j = 0; j < count; j++)
+			if (heard[j] && infos[j].present && infos[j].value_len == infos[i].value_len &&
+				memcmp(infos[j].value, infos[i].value, infos[i].value_len) == 0)
+				same++;
+		most = Max(most, same);
+	}
+	return most >= quorum || most + unknown < quorum;
+}
+
+/*
+ * One round of script on n keys: redlock_inspect_locks and redlock_inspect_watch (early:
+ * each key's look ends once inspect_certain says so).
+ */
 static void
-inspect_round(RedlockNodeSet *set, const RedlockScript *script, const char *const *keys,
-			  int n, RedlockLockState *states, RedlockResult *result)
+inspect_round(RedlockNodeSet *set, const RedlockScript *script, bool early,
+			  const char *const *keys, int n, RedlockLockState *states, RedlockResult *result)
 {
 	int			count = redlock_nodeset_size(set);
 	RedlockCommand *commands = palloc(sizeof(RedlockCommand) * n);
 	RedlockNodeOutcome *outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(n * count, 1));
+
+	int			quorum = redlock_nodeset_quorum(set);
 
 	inspect_result_init(set, result);
 	for (int k = 0; k < n; k++)
 	{
 		inspect_key_command(&commands[k], script, keys[k], NULL);
 		commands[k].accept = inspect_accept_text;
+		if (early)
+		{
+			commands[k].decided = inspect_certain;
+			commands[k].decided_arg = &quorum;
+		}
 	}
 	redlock_nodes_run(set, commands, n, false, outcomes);
 	result->answered = count;
@@ -265,6 +315,11 @@ inspect_round(RedlockNodeSet *set, const RedlockScript *script, const char *cons
 	{
 		int			present;
 		int			answered = inspect_reports(set, &outcomes[k * count], &states[k], &present);
+		bool		none_awaited[REDLOCK_MAX_NODES] = {0};
+
+		if (early)
+			states[k].certain = inspect_certain(&outcomes[k * count], none_awaited, count,
+												&quorum);
 
 		if (answered < result->answered)
 		{
@@ -295,7 +350,7 @@ void
 redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
 					  RedlockLockState *states, RedlockResult *result)
 {
-	inspect_round(set, &redlock_script_lock_info, keys, n, states, result);
+	inspect_round(set, &redlock_script_lock_info, false, keys, n, states, result);
 }
 
 /*
@@ -303,13 +358,17 @@ redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,
  *		redlock_inspect_locks for a watch's round (worker/notifier.c): the same states,
  *		and where a key holds no lock on a master, the forced release's mark
  *		(forced_hash), so that the watch can tell a forced release from a release.
+ *		Each key's look ends as soon as it is certain (inspect_certain), not when every
+ *		master answered: states[k].masters counts the masters heard from, and
+ *		states[k].certain says whether they settle held or not (a key held on a quorum
+ *		that counts a master not heard from is not: nothing may be concluded of it).
  *		Arguments, result and errors as redlock_inspect_locks'.
  */
 void
 redlock_inspect_watch(RedlockNodeSet *set, const char *const *keys, int n,
 					  RedlockLockState *states, RedlockResult *result)
 {
-	inspect_round(set, &redlock_script_watch_read, keys, n, states, result);
+	inspect_round(set, &redlock_script_watch_read, true, keys, n, states, result);
 }
 
 static int

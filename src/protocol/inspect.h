@@ -23,6 +23,8 @@ typedef struct RedlockLockState
 	uint64		token_hash;		/* a hash of that token (0: no token) */
 	uint64		forced_hash;	/* redlock_inspect_watch: a hash of the token a forced
 								 * release deleted lately on some master (0: none) */
+	bool		certain;		/* redlock_inspect_watch: the masters heard from settle
+								 * held or not, whatever the others hold */
 } RedlockLockState;
 
 extern void redlock_inspect_locks(RedlockNodeSet *set, const char *const *keys, int n,

@@ -36,9 +36,23 @@
 
 static uint64 call_counter = REDLOCK_CALL_ID_HANDSHAKE_LAST;	/* calls' ids start above */
 
+/* A need-0 command's own test (RedlockCommand.decided) on the replies so far. */
+static bool
+call_command_certain(const CallState *cs, int c)
+{
+	int			n = cs->set->count;
+	bool		awaited[REDLOCK_MAX_NODES];
+
+	for (int i = 0; i < n; i++)
+		awaited[i] = cs->awaiting[c * n + i] || cs->calls[i].deferred;
+	return cs->commands[c].decided(&cs->outcomes[c * n], awaited, n,
+								   cs->commands[c].decided_arg);
+}
+
 /*
  * True when command c of the call is decided (see RedlockCommand): need nodes
- * accepted, or enough refused that they cannot.
+ * accepted, or enough refused that they cannot; for need 0, every node answered or
+ * failed, or its decided test says the outcome is certain.
  */
 static bool
 call_command_decided(const CallState *cs, int c)
@@ -64,7 +78,7 @@ call_command_decided(const CallState *cs, int c)
 	if (waiting == 0 || command->need < 0)
 		return true;
 	if (command->need == 0)
-		return false;
+		return command->decided && call_command_certain(cs, c);
 	for (int i = 0; i < cs->set->count; i++)
 		if (cs->calls[i].must_answer)
 			return false;

@@ -10,8 +10,10 @@
  *
  * A look is one round of watch_read.lua on every watched key, one pipelined call per
  * configuration (protocol/inspect.c decides each lock's state from what the masters
- * report).  A round that fewer than a quorum answered decides nothing, and nothing is
- * sent.  Per lock the notifier keeps what the last decided round showed: held or not,
+ * report, and ends each key's look once the masters heard from settle it, so that a hung
+ * master delays nothing they settle).  A round that fewer than a quorum answered decides
+ * nothing, nor does a key that the masters not heard from could tip (held on a quorum
+ * that counts a hung master), and nothing is sent for it.  Per lock the notifier keeps what the last decided round showed: held or not,
  * a hash of the token a quorum held, the holder record's cluster and pid, and when that
  * quorum's keys run out.  The first round after a lock is watched sets this baseline
  * and sends nothing.  Then, from one decided round to the next:
@@ -237,8 +239,9 @@ notifier_round(int *watched)
 		if (result.status != REDLOCK_OK)
 			continue;			/* fewer than a quorum answered: nothing decided */
 		for (int j = 0; j < m; j++)
-			events = notifier_decide(events, &rows[index[j]], notifier_state(&rows[index[j]]),
-									 &st[j], start_ms, at);
+			if (st[j].certain)	/* else: masters not heard from could tip it */
+				events = notifier_decide(events, &rows[index[j]], notifier_state(&rows[index[j]]),
+										 &st[j], start_ms, at);
 	}
 
 	/* Locks no longer watched are forgotten: a new watch starts from a new baseline. */

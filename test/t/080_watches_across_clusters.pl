@@ -7,7 +7,9 @@
 # - a token on 2 of 5 masters (an attempt in flight, or another client) is not
 #   "acquired"; on a third it is, without a holder (no holder record);
 # - with 3 of 5 masters frozen nothing is decided: no event while they are frozen, none
-#   after, since the lock did not change;
+#   after, since the lock did not change; nor with one frozen that is one of the 3 holding
+#   it (the 4 others cannot tell); with one frozen that the others do without, beta's
+#   acquire and release are heard;
 # - a watch made in a transaction that rolls back, or in a rolled-back savepoint, sends
 #   nothing; redlock_unwatch stops the events at once, DISCARD ALL drops the watches;
 # - the notifier leaves once its database has no watch (so DROP DATABASE finds it gone);
@@ -153,6 +155,16 @@ $e = heard($mark, 'leader', 'acquired');
 is_deeply($e, { resource => 'leader', event => 'acquired' },
 	'on a third master: "acquired", with no holder (no holder record)');
 
+# --- a master not heard from: nothing concluded where it could tip the answer ---
+
+$mark = @heard;
+$redis->stop(0);    # one of the three masters holding that token
+usleep(1_500_000);
+listen_once();
+$redis->cont(0);
+is(heard_words($mark, 'leader', 400), '',
+	'master 0, one of the 3 holding the token, frozen 1.5 s: no event (the 4 others cannot tell it released)');
+
 # --- a majority frozen: nothing decided ---
 
 $mark = @heard;
@@ -163,6 +175,17 @@ $redis->cont($_) for 0 .. 2;
 is(heard_words($mark, 'leader', 400), '', '3 of 5 masters frozen, then back: no event (nothing changed on a quorum)');
 $redis->redis_cli($_, 'DEL', $key) for 0 .. 4;
 ok(heard($mark, 'leader', 'released'), 'its keys deleted: "released"');
+
+# --- a master frozen that the others do without ---
+
+$mark = @heard;
+$redis->stop(4);
+sql($b1, "SELECT redlock_acquire('leader', 10000)");
+ok(heard($mark, 'leader', 'acquired'), "master 4 frozen: beta's acquire is heard (the 4 others settle it)");
+sql($b1, "SELECT redlock_release('leader')");
+ok(heard($mark, 'leader', 'released'), '... and its release');
+$redis->cont(4);
+is(heard_words($mark, 'leader', 300), 'acquired released', '... and nothing else');
 
 # --- watches in rolled-back transactions and savepoints ---
 
