@@ -124,6 +124,25 @@ inspect_pttl_desc(const void *a, const void *b)
 }
 
 /*
+ * How many masters of those heard from (heard: count entries) report master i's value
+ * (0 when i reports no lock).
+ */
+static int
+inspect_same(const MasterInfo *infos, const bool *heard, int count, int i)
+{
+	int			same = 0;
+
+	if (!heard[i] || !infos[i].present)
+		return 0;
+	for (int j = 0; j < count; j++)
+		if (heard[j] && infos[j].present &&
+			infos[j].value_len == infos[i].value_len &&
+			memcmp(infos[j].value, infos[i].value, infos[i].value_len) == 0)
+			same++;
+	return same;
+}
+
+/*
  * Decides a lock's state from the masters' reports (infos, count entries; answered
  * says which are reports at all): see the head of this file.
  */
@@ -142,15 +161,8 @@ inspect_decide(const MasterInfo *infos, const bool *answered, int count, int quo
 			state->forced_hash = inspect_token_hash(infos[i].forced, infos[i].forced_len);
 	for (int i = 0; i < count; i++)
 	{
-		int			same = 0;
+		int			same = inspect_same(infos, answered, count, i);
 
-		if (!answered[i] || !infos[i].present)
-			continue;
-		for (int j = 0; j < count; j++)
-			if (answered[j] && infos[j].present &&
-				infos[j].value_len == infos[i].value_len &&
-				memcmp(infos[j].value, infos[i].value, infos[i].value_len) == 0)
-				same++;
 		if (same > state->masters)
 		{
 			state->masters = same;
@@ -270,17 +282,7 @@ inspect_certain(const RedlockNodeOutcome *outcomes, const bool *awaited, int cou
 			unknown++;
 	}
 	for (int i = 0; i < count; i++)
-	{
-		int			same = 0;
-
-		if (!heard[i] || !infos[i].present)
-			continue;
-		for (int j = 0; j < count; j++)
-			if (heard[j] && infos[j].present && infos[j].value_len == infos[i].value_len &&
-				memcmp(infos[j].value, infos[i].value, infos[i].value_len) == 0)
-				same++;
-		most = Max(most, same);
-	}
+		most = Max(most, inspect_same(infos, heard, count, i));
 	return most >= quorum || most + unknown < quorum;
 }
 
