@@ -11,11 +11,12 @@
  * A look is one round of watch_read.lua on every watched key, one pipelined call per
  * configuration (protocol/inspect.c decides each lock's state from what the masters
  * report, and ends each key's look once the masters heard from settle it, so that a hung
- * master delays nothing they settle).  A round that fewer than a quorum answered decides
- * nothing, nor does a key that the masters not heard from could tip (held on a quorum
- * that counts a hung master), and nothing is sent for it.  Per lock the notifier keeps what the last decided round showed: held or not,
- * a hash of the token a quorum held, the holder record's cluster and pid, and when that
- * quorum's keys run out.  The first round after a lock is watched sets this baseline
+ * master delays nothing they settle).  A key that the masters not heard from could tip
+ * decides nothing, and nothing is sent for it: one held on a quorum that counts a hung
+ * master, or, with five masters, any key of a look that two or fewer answered.  Per lock
+ * the notifier keeps what the last decided round showed: held or not, a hash of the
+ * token a quorum held, the holder record's cluster and pid, and when that quorum's keys
+ * run out.  The first round after a lock is watched sets this baseline
  * and sends nothing.  Then, from one decided round to the next:
  *
  *   held by token A -> held by token A      nothing (a renewal moves the expiry)
@@ -236,8 +237,6 @@ notifier_round(int *watched)
 		start_ms = redlock_clock_ms();
 		at = GetCurrentTimestamp();
 		redlock_inspect_watch(set, keys, m, st, &result);
-		if (result.status != REDLOCK_OK)
-			continue;			/* fewer than a quorum answered: nothing decided */
 		for (int j = 0; j < m; j++)
 			if (st[j].certain)	/* else: masters not heard from could tip it */
 				events = notifier_decide(events, &rows[index[j]], notifier_state(&rows[index[j]]),
