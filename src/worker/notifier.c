@@ -280,9 +280,10 @@ notifier_exit(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
  *		A database's notifier (main_arg: the database's OID): connects to it, then
  *		looks at its watched locks every redlock.watch_interval (ms) and sends each
  *		change as NOTIFY "redlock" (see the head of this file).  Exits with status 0
- *		when another notifier of the database runs, after NOTIFIER_IDLE_MS without a
- *		watch in the database, on SIGTERM, or when the postmaster dies; an ERROR ends
- *		the process with status 1, and the postmaster starts it again after a second.
+ *		when the database has no watch at its start, when another notifier of the
+ *		database runs, after NOTIFIER_IDLE_MS without a watch in the database, or when
+ *		the postmaster dies; an ERROR or SIGTERM ends the process with status 1, and
+ *		the postmaster starts it again after a second.
  *		No distlock section of its own: it reads locks as §3's quorum decides them.
  */
 void
@@ -296,6 +297,18 @@ redlock_notifier_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+
+	/*
+	 * Restarted after an error with no watch left (DROP DATABASE ... WITH (FORCE) ended
+	 * the watchers and this process): leave for good rather than connect, since the
+	 * database may be gone, and a connection's FATAL would restart us every second.
+	 */
+	{
+		RedlockWatchRow *rows;
+
+		if (redlock_watches_list(notifier_database, &rows) == 0)
+			proc_exit(0);
+	}
 	BackgroundWorkerInitializeConnectionByOid(notifier_database, InvalidOid, 0);
 	if (!redlock_watches_notifier_begin(notifier_database))
 		proc_exit(0);

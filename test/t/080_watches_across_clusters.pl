@@ -12,7 +12,8 @@
 #   acquire and release are heard;
 # - a watch made in a transaction that rolls back, or in a rolled-back savepoint, sends
 #   nothing; redlock_unwatch stops the events at once, DISCARD ALL drops the watches;
-# - the notifier leaves once its database has no watch (so DROP DATABASE finds it gone);
+# - the notifier leaves once its database has no watch (so DROP DATABASE finds it gone),
+#   and after DROP DATABASE ... WITH (FORCE) it does not come back;
 # - every event says when the look that saw it began ("at", Unix epoch seconds).
 
 use strict;
@@ -42,11 +43,12 @@ my @heard;    # every event the watcher heard, decoded, in order (less its "at")
 my $bad_at = 0;    # events whose "at" was not a time of this run
 my $t_start = time;
 
-# Runs a query in the watcher's session (psql prints the notifications that arrived
-# after each query) and keeps what it heard.
-sub listen_once
+# Runs QUERY in the watcher's session, keeps the notifications psql printed after it
+# (those that arrived meanwhile), and returns the query's own first line of output.
+sub watcher_sql
 {
-	my ($o) = sql($watcher, 'SELECT 1');
+	my ($query) = @_;
+	my ($o) = sql($watcher, $query);
 	while ($o =~ /Asynchronous notification "redlock" with payload "(.*)" received from server process with PID \d+\./g)
 	{
 		my $e = decode_json($1);
@@ -54,6 +56,13 @@ sub listen_once
 		$bad_at++ unless defined $at && $at >= $t_start - 1 && $at <= time + 1;
 		push @heard, $e;
 	}
+	return (split /\n/, $o)[0] // '';
+}
+
+# Lets the watcher's session hear what arrived (psql prints it after a query).
+sub listen_once
+{
+	watcher_sql('SELECT 1');
 	return;
 }
 
@@ -92,7 +101,7 @@ sub notifier_count
 
 # --- a watch; the notifier starts and takes its baseline ---
 
-($out) = sql($watcher, "SELECT redlock_watch('leader')");
+$out = watcher_sql("SELECT redlock_watch('leader')");
 is($out, '', 'alpha: redlock_watch(leader) in its own transaction');
 ok(wait_until(10, sub { notifier_count() == 1 }), "alpha: the database's notifier runs");
 usleep(300_000);    # its first look (the baseline) is over
@@ -145,7 +154,7 @@ sql($b1, "SELECT redlock_release_all()");
 
 # --- only a quorum's token is "acquired" ---
 
-my ($prefix) = sql($watcher, 'SHOW redlock.key_prefix');
+my $prefix = watcher_sql('SHOW redlock.key_prefix');
 my $key = "${prefix}leader";
 $mark = @heard;
 $redis->redis_cli($_, 'SET', $key, 'other-client-token', 'PX', '30000') for 0 .. 1;
@@ -209,7 +218,7 @@ sql($b1, "SELECT redlock_release_all()");
 
 # --- unwatch ---
 
-($out) = sql($watcher, "SELECT redlock_unwatch('leader')");
+$out = watcher_sql("SELECT redlock_unwatch('leader')");
 is($out, 't', "alpha: redlock_unwatch(leader) returns true");
 $mark = @heard;
 sql($b1, "SELECT redlock_acquire('leader', 10000)");
@@ -224,12 +233,28 @@ sql($w2, 'DISCARD ALL');    # a pooler's reset: drops the watch, as its UNLISTEN
 is((split /\n/, $out)[0], '0',
 	"the other session's DISCARD ALL dropped both its watches (redlock_unwatch_all then finds 0)");
 ok(wait_until(10, sub { notifier_count() == 0 }), 'the notifier leaves once its database has no watch');
-($out) = sql($watcher, "SELECT redlock_watch('leader')");
+watcher_sql("SELECT redlock_watch('leader')");
 ok(wait_until(10, sub { notifier_count() == 1 }), '... and a new watch starts it again');
 $watcher->quit;
 ok(wait_until(10, sub { notifier_count() == 0 }), "the watching session's exit ends its watch, and the notifier");
 
+# --- a database dropped under its notifier ---
+
+$alpha->safe_psql('postgres', 'CREATE DATABASE watched');
+$alpha->safe_psql('watched', 'CREATE EXTENSION redlock');
+my $w3 = session($alpha, 'watched');
+sql($w3, "SELECT redlock_watch('in-a-dropped-database')");
+ok(wait_until(10, sub { notifier_count() == 1 }), "a watch in database watched starts its notifier");
+my $log_at = -s $alpha->logfile;
+$alpha->safe_psql('postgres', 'DROP DATABASE watched WITH (FORCE)');
+ok(wait_until(10, sub { notifier_count() == 0 }), 'DROP DATABASE ... WITH (FORCE) ends the watcher and the notifier');
+sleep 3;
+my $fatals = () = slurp_file($alpha->logfile, $log_at) =~ /FATAL:  database \d+ does not exist/g;
+is($fatals, 0, '... which, restarted, leaves without connecting to the dropped database (no FATAL loop)');
+is(notifier_count(), 0, '... and stays gone');
+
 is($bad_at, 0, "every event's \"at\" is a moment of this run (when the look that saw it began)");
 $_->quit for $b1, $w2;
+eval { $w3->quit };
 RedisMasters::no_crash($_) for $alpha, $beta;
 done_testing();
