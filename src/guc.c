@@ -58,6 +58,7 @@ int			redlock_quorum = 0;
 int			redlock_max_ttl_ms = REDLOCK_MAX_TTL_MS;
 int			redlock_restart_quarantine_ms = 600000;
 int			redlock_watch_interval_ms = 20;
+int			redlock_deadlock_timeout_ms = 1000;
 bool		redlock_tls = false;
 int			redlock_tls_verify = REDLOCK_TLS_VERIFY_FULL;
 char	   *redlock_tls_ca_file = NULL;
@@ -433,6 +434,15 @@ RedlockGucInit(void)
 							&redlock_watch_interval_ms,
 							20, 5, 60000,
 							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("redlock.deadlock_timeout",
+							"Time an acquire waits before it checks for a deadlock across clusters.",
+							"Then once per this long while it waits: it posts what it waits for and holds on the masters, and the session of a cycle of waits that began waiting last gets ERROR 40P01. 0: no checks (others still see this session's waits only if it posts them).",
+							&redlock_deadlock_timeout_ms,
+							1000, 0, 3600000,
+							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -33,6 +33,7 @@ extern int	redlock_quorum;
 extern int	redlock_max_ttl_ms;
 extern int	redlock_restart_quarantine_ms;
 extern int	redlock_watch_interval_ms;
+extern int	redlock_deadlock_timeout_ms;
 extern bool redlock_tls;
 extern int	redlock_tls_verify;
 extern char *redlock_tls_ca_file;

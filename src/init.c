@@ -10,6 +10,8 @@
 #include "fmgr.h"
 
 #include "guc.h"
+#include "lock/locktable.h"
+#include "protocol/deadlock.h"
 #include "redlock.h"
 #include "scripts/scripts.h"
 #include "shared/lockconfig.h"
@@ -30,6 +32,8 @@ void		_PG_init(void);
  *		loaded.  When it is preloaded, *		also asks for shared memory (cluster-wide counters, the registry of
  *		auto-extended locks and the configurations they were taken under, the waiter
  *		board, the role quotas, the watched locks) and registers the background worker that renews them.
+ *		Then tells deadlock detection (protocol/deadlock.c) where this backend's held
+ *		locks are listed (lock/locktable.c).
  */
 void
 _PG_init(void)
@@ -43,4 +47,5 @@ _PG_init(void)
 	RedlockRoleQuotaInit();
 	RedlockWatchesInit();
 	RedlockWorkerInit();
+	redlock_deadlock_set_held_source(redlock_locktable_held_on);
 }

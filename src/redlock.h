@@ -263,6 +263,9 @@ typedef struct RedlockResult
 								 * the attempt is then refused; 0: none */
 	RedlockQuotaRefusal quota;	/* refused before anything was sent (quota.refused):
 								 * no quorum operation at all then */
+	char	   *deadlock;		/* an acquire's wait ended by a deadlock across
+								 * clusters (protocol/deadlock.c): its DETAIL, one line
+								 * per member of the cycle; then REDLOCK_BUSY */
 } RedlockResult;
 
 /*
@@ -317,6 +320,13 @@ typedef struct RedlockKeyToken
 #define REDLOCK_INTENT_KEY_SUFFIX "\xff" "intent"
 #define REDLOCK_READERS_KEY_LUA "KEYS[1] .. \"\\255readers\""
 #define REDLOCK_INTENT_KEY_LUA "KEYS[1] .. \"\\255intent\""
+
+/*
+ * The waits hash (doc/deadlock.md §2): on each master, one field per waiter that has
+ * waited redlock.deadlock_timeout (its cluster and pid), holding its wait record.  It
+ * starts with the byte 0xff, as no key of a resource does (scan.lua skips such keys).
+ */
+#define REDLOCK_WAITS_KEY "\xff" "redlock-waits"
 
 
 /*

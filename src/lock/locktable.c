@@ -561,3 +561,33 @@ redlock_locktable_size(void)
 {
 	return locks ? hash_get_num_entries(locks) : 0;
 }
+
+/*
+ * redlock_locktable_held_on
+ *		What this backend holds on the masters of set, for a wait record (deadlock
+ *		detection, protocol/deadlock.c): each held lock's key (a permit's slot key) and
+ *		token, in palloc'd arrays *keys and *tokens.  Returns how many.  Raises only
+ *		out-of-memory errors.  doc/deadlock.md §2.
+ */
+int
+redlock_locktable_held_on(RedlockNodeSet *set, char ***keys, char ***tokens)
+{
+	HASH_SEQ_STATUS scan;
+	RedlockHeldLock *lock;
+	int			n = 0;
+	long		size = redlock_locktable_size();
+
+	*keys = palloc(sizeof(char *) * Max(size, 1));
+	*tokens = palloc(sizeof(char *) * Max(size, 1));
+	if (size == 0)
+		return 0;
+	hash_seq_init(&scan, locks);
+	while ((lock = hash_seq_search(&scan)) != NULL)
+		if (lock->set == set && redlock_life_held(lock))
+		{
+			(*keys)[n] = lock->key;
+			(*tokens)[n] = lock->token;
+			n++;
+		}
+	return n;
+}

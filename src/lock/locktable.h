@@ -85,5 +85,6 @@ extern int	redlock_locktable_collect(RedlockHeldLock ***held,
 extern void redlock_locktable_scan(HASH_SEQ_STATUS *scan);
 extern long redlock_locktable_size(void);
 extern int	redlock_locktable_registered(void);
+extern int	redlock_locktable_held_on(RedlockNodeSet *set, char ***keys, char ***tokens);
 
 #endif							/* REDLOCK_LOCKTABLE_H */

@@ -73,13 +73,7 @@ holder_build_cached(void)
 		pfree(cached_application_name);
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, HOLDER_VERSION);
-	if (cluster_name && cluster_name[0])
-		holder_append_field(&buf, cluster_name);
-	else
-	{
-		snprintf(number, sizeof(number), UINT64_FORMAT, GetSystemIdentifier());
-		holder_append_field(&buf, number);
-	}
+	holder_append_field(&buf, redlock_holder_cluster());
 	snprintf(number, sizeof(number), "%d", MyProcPid);
 	holder_append_field(&buf, number);
 	holder_append_field(&buf, application_name);
@@ -89,6 +83,23 @@ holder_build_cached(void)
 	cached_application_name = pstrdup(application_name ? application_name : "");
 	cached_user = GetSessionUserId();
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * redlock_holder_cluster
+ *		The name this cluster goes by in holder and wait records: cluster_name, or,
+ *		when it is empty, the system identifier.  Returns a static buffer.  Raises
+ *		nothing.
+ */
+const char *
+redlock_holder_cluster(void)
+{
+	static char number[32];
+
+	if (cluster_name && cluster_name[0])
+		return cluster_name;
+	snprintf(number, sizeof(number), UINT64_FORMAT, GetSystemIdentifier());
+	return number;
 }
 
 /*

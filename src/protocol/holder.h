@@ -25,5 +25,6 @@ typedef struct RedlockHolder
 extern char *redlock_holder_record(const char *scope);
 extern bool redlock_holder_parse(const char *text, int len, RedlockHolder *holder);
 extern int64 redlock_holder_now_us(void);
+extern const char *redlock_holder_cluster(void);
 
 #endif							/* REDLOCK_HOLDER_H */

@@ -26,6 +26,7 @@
 #include "protocol/quorum.h"
 #include "protocol/quorumshared.h"
 #include "protocol/retry.h"
+#include "protocol/waitgraph.h"
 #include "protocol/round.h"
 #include "redlock.h"
 #include "scripts/scripts.h"
@@ -321,6 +322,9 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 
 	/* Queued behind this cluster's waiters: the oldest is woken first (waiters.c). */
 	redlock_retry_begin(&retry, wait_ms, waiter, behind);
+	redlock_retry_watch(&retry, set, keys, nkeys,
+						announce ? REDLOCK_WAIT_PERMIT :
+						may_intend ? REDLOCK_WAIT_INTENT : REDLOCK_WAIT_EXCLUSIVE);
 
 	for (;;)
 	{
@@ -457,6 +461,8 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		if (result->beyond_slot > 0 || !redlock_retry_next(&retry, result, free_in))
 			break;
 	}
+
+	redlock_retry_end(&retry);
 
 	/* The intent goes with the wait, held or not: it names the last attempt's token. */
 	if (intent_key)

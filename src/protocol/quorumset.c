@@ -28,6 +28,7 @@
 #include "clock.h"
 #include "protocol/quorum.h"
 #include "protocol/retry.h"
+#include "protocol/waitgraph.h"
 #include "protocol/round.h"
 #include "redlock.h"
 #include "scripts/scripts.h"
@@ -190,6 +191,9 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 		redlock_round_look_commands(&commands[1 + 2 * k], keys[k], result->quorum);
 
 	redlock_retry_begin(&retry, wait_ms, waiter, behind);
+	redlock_retry_watch(&retry, set, keys, nkeys,
+						script == &redlock_script_shared_acquire ?
+						REDLOCK_WAIT_SHARED : REDLOCK_WAIT_SET);
 
 	for (;;)
 	{
@@ -263,6 +267,7 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 		if (!redlock_retry_next(&retry, result, look ? free_in : -1))
 			break;
 	}
+	redlock_retry_end(&retry);
 	pfree(record.data);
 	pfree(joined.data);
 	pfree(view);

@@ -37,6 +37,7 @@
 #include "clock.h"
 #include "compat.h"
 #include "guc.h"
+#include "protocol/deadlock.h"
 #include "protocol/retry.h"
 #include "redlock.h"
 #include "shared/stats.h"
@@ -168,6 +169,8 @@ redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter, boo
 	retry->reach_deadline_ms = redlock_clock_ms() + redlock_quorum_timeout_ms;
 	retry->slow_attempts = 0;
 	retry->seen.announced = retry->seen.direct = 0;
+	retry->waits = wait_ms != 0;
+	retry->deadlock = NULL;
 	if (waiter && behind && wait_ms != 0)
 	{
 		redlock_waiters_read(waiter, &retry->seen);
@@ -205,16 +208,47 @@ retry_slow(const RedlockResult *attempt)
 }
 
 /*
+ * redlock_retry_watch
+ *		Has the acquire's wait checked for deadlocks across clusters (deadlock.c): set,
+ *		the masters; keys (nkeys), what each attempt waits for; kind, REDLOCK_WAIT_*
+ *		(protocol/waitgraph.h).  Nothing when the acquire does not wait (wait_ms 0).
+ *		The acquire calls redlock_retry_end once its loop is over.  Raises only
+ *		out-of-memory errors.
+ */
+void
+redlock_retry_watch(RedlockRetry *retry, RedlockNodeSet *set, const char *const *keys,
+					int nkeys, char kind)
+{
+	if (retry->waits)
+		retry->deadlock = redlock_deadlock_begin(set, keys, nkeys, kind);
+}
+
+/*
+ * redlock_retry_end
+ *		Ends the acquire's deadlock checks: its wait record, if it posted one, is taken
+ *		back before the acquire returns (deadlock.c's invariant).  Raises what an
+ *		interrupted network wait raises (57014).
+ */
+void
+redlock_retry_end(RedlockRetry *retry)
+{
+	redlock_deadlock_end(retry->deadlock);
+	retry->deadlock = NULL;
+}
+
+/*
  * redlock_retry_next
  *		After attempt (its status, counts and elapsed_ms), refused: false when the
  *		acquire's wait has run out (for a slow attempt, when redlock.quorum_timeout has
- *		too: the invariant above); else sleeps the retry delay (spec §4, ended early as
- *		retry_sleep says; free_in_ms: when the keys that refused us expire on a quorum,
- *		< 0 unknown) and returns true.  Raises 57014 on query cancel or
- *		statement_timeout.
+ *		too: the invariant above), its wait record taken back first; false too, with
+ *		attempt->deadlock set, when a deadlock check (deadlock.c, every
+ *		redlock.deadlock_timeout) found this wait the victim of a cycle; else sleeps
+ *		the retry delay (spec §4, ended early as retry_sleep says; free_in_ms: when the
+ *		keys that refused us expire on a quorum, < 0 unknown) and returns true.  Raises
+ *		57014 on query cancel or statement_timeout.
  */
 bool
-redlock_retry_next(RedlockRetry *retry, const RedlockResult *attempt, double free_in_ms)
+redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt, double free_in_ms)
 {
 	double		now = redlock_clock_ms();
 	double		deadline_ms = retry->deadline_ms;
@@ -224,7 +258,20 @@ redlock_retry_next(RedlockRetry *retry, const RedlockResult *attempt, double fre
 	if (slow && deadline_ms >= 0)
 		deadline_ms = Max(deadline_ms, retry->reach_deadline_ms);
 	if (deadline_ms >= 0 && now >= deadline_ms)
+	{
+		redlock_retry_end(retry);
 		return false;
+	}
+	attempt->deadlock = redlock_deadlock_check(retry->deadlock);
+	if (attempt->deadlock)
+		return false;
+	if (retry->deadlock)
+	{
+		/* The sleep ends for the next check: an attempt, then the check. */
+		double		check_ms = redlock_deadlock_next_check_ms(retry->deadlock);
+
+		deadline_ms = deadline_ms < 0 ? check_ms : Min(deadline_ms, check_ms);
+	}
 	retry_sleep(attempt->elapsed_ms, slow, deadline_ms, free_in_ms, retry->waiter, &retry->seen);
 	return true;
 }

@@ -24,14 +24,19 @@ typedef struct RedlockRetry
 									 * retried, whatever deadline_ms */
 	int			slow_attempts;	/* slow attempts in a row, up to the latest */
 	RedlockWakeCount seen;		/* the waiter's wake-ups before the latest attempt */
+	bool		waits;			/* wait_ms is not 0 */
+	struct RedlockDeadlockWait *deadlock;	/* its deadlock checks, or NULL */
 } RedlockRetry;
 
 extern void redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter,
 								bool behind);
 extern void redlock_retry_attempt(RedlockRetry *retry, RedlockResult *result);
 extern int	redlock_retry_timeout_ms(const RedlockRetry *retry, int ttl_ms);
-extern bool redlock_retry_next(RedlockRetry *retry, const RedlockResult *attempt,
+extern void redlock_retry_watch(RedlockRetry *retry, RedlockNodeSet *set,
+								const char *const *keys, int nkeys, char kind);
+extern bool redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt,
 							   double free_in_ms);
+extern void redlock_retry_end(RedlockRetry *retry);
 extern bool redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
 									   const RedlockNodeOutcome *get_outcomes, int count,
 									   int quorum);

@@ -31,6 +31,9 @@ RedlockScript redlock_script_lock_info = {.body = REDLOCK_LUA_LOCK_INFO};
 RedlockScript redlock_script_force_release = {.body = REDLOCK_LUA_FORCE_RELEASE};
 RedlockScript redlock_script_scan = {.body = REDLOCK_LUA_SCAN};
 RedlockScript redlock_script_watch_read = {.body = REDLOCK_LUA_WATCH_READ};
+RedlockScript redlock_script_deadlock_publish = {.body = REDLOCK_LUA_DEADLOCK_PUBLISH};
+RedlockScript redlock_script_deadlock_read = {.body = REDLOCK_LUA_DEADLOCK_READ};
+RedlockScript redlock_script_deadlock_withdraw = {.body = REDLOCK_LUA_DEADLOCK_WITHDRAW, .redeliver = true};
 
 /*
  * RedlockScriptsInit
@@ -55,4 +58,7 @@ RedlockScriptsInit(void)
 	redlock_script_register(&redlock_script_force_release);
 	redlock_script_register(&redlock_script_scan);
 	redlock_script_register(&redlock_script_watch_read);
+	redlock_script_register(&redlock_script_deadlock_publish);
+	redlock_script_register(&redlock_script_deadlock_read);
+	redlock_script_register(&redlock_script_deadlock_withdraw);
 }

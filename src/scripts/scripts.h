@@ -23,6 +23,9 @@ extern RedlockScript redlock_script_lock_info;
 extern RedlockScript redlock_script_force_release;
 extern RedlockScript redlock_script_scan;
 extern RedlockScript redlock_script_watch_read;
+extern RedlockScript redlock_script_deadlock_publish;
+extern RedlockScript redlock_script_deadlock_read;
+extern RedlockScript redlock_script_deadlock_withdraw;
 
 extern void RedlockScriptsInit(void);
 

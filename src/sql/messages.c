@@ -316,7 +316,8 @@ redlock_refuse_other_kind(const char *resource, int kind)
 
 /*
  * redlock_report_not_acquired
- *		Raises what an acquire that failed means, or returns for a plain false: 55000 a
+ *		Raises what an acquire that failed means, or returns for a plain false: 40P01
+ *		its wait was the victim of a deadlock across clusters (doc/deadlock.md); 55000 a
  *		semaphore's holder beyond its permits; 08006 (53200: masters out of memory)
  *		fewer than a quorum answered (spec §3 step 3, redlock_report_unanswered); 55P03 an unlimited wait that lock_timeout bounded ran out after
  *		wait_ms milliseconds (spec §4).  resource: the resource (a set's first); what:
@@ -326,6 +327,13 @@ void
 redlock_report_not_acquired(const char *resource, const char *what, int permits,
 						const RedlockResult *result, bool bounded_by_lock_timeout, int wait_ms)
 {
+	if (result->deadlock)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+				 errmsg("deadlock detected"),
+				 errdetail_internal("%s", result->deadlock),
+				 errhint("Sessions that take several locks should take them in the same order; "
+						 "this session's wait for %s ended so that the others can go on.", what)));
 	if (result->beyond_slot > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

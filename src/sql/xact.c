@@ -61,6 +61,7 @@
 #include "guc.h"
 #include "lock/leasewatch.h"
 #include "lock/lockends.h"
+#include "protocol/deadlock.h"
 #include "redlock.h"
 #include "sql/messages.h"
 #include "sql/xact.h"
@@ -120,6 +121,7 @@ xact_end_committed_xact(void *arg pg_attribute_unused())
 static void
 xact_release_at_exit(void *arg pg_attribute_unused())
 {
+	redlock_deadlock_withdraw_pending();
 	redlock_lock_release_everything(redlock_warn_release);
 }
 
@@ -260,6 +262,8 @@ static void
 xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	xact_callback_running = true;	/* an ERROR leaves it set until the abort's call */
+	if (event == XACT_EVENT_ABORT)
+		redlock_deadlock_withdraw_pending();	/* a wait cut short: its record */
 	if (redlock_lock_xact_pending())
 		xact_callback_event(event);
 	xact_callback_running = false;
@@ -283,6 +287,8 @@ static void
 xact_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				 SubTransactionId parentSubid, void *arg pg_attribute_unused())
 {
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		redlock_deadlock_withdraw_pending();	/* a wait cut short: its record */
 	if (!redlock_lock_xact_pending())
 		return;
 	if (event == SUBXACT_EVENT_COMMIT_SUB)
