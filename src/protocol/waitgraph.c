@@ -12,8 +12,9 @@
  * Whatever is not shown by a quorum is taken to end by itself: a waiter blocked only
  * by non-members can proceed, so a doubt never makes a cycle, only hides one.
  *
- * A member A waits for member B when A waits for a key B holds, or A waits for a
- * shared hold of a key whose intent B (an exclusive acquire of it) posted.  A member
+ * A member A waits for member B when A waits for a key B holds (a shared hold blocks
+ * only an exclusive acquire), or A waits for a shared hold of a key whose intent B
+ * (an exclusive acquire of it) posted.  A member
  * can proceed when it is blocked by no member that cannot (a set's, a lock's or a
  * shared hold's wait needs all its blockers gone); a semaphore's waiter when one key
  * it waits for is held by no member, or by one that can proceed.  The members that
@@ -133,6 +134,7 @@ redlock_waitgraph_record_parse(const char *record, int len, RedlockWaitMember *m
 	member->held_keys = palloc0(sizeof(char *) * Max(member->nheld, 1));
 	member->held_tokens = palloc0(sizeof(char *) * Max(member->nheld, 1));
 	member->live_votes = palloc0(sizeof(int) * Max(member->nheld, 1));
+	member->exclusive_votes = palloc0(sizeof(int) * Max(member->nheld, 1));
 	for (int h = 0; h < member->nheld; h++)
 		if ((member->held_keys[h] = waitgraph_take_string(&p, end)) == NULL ||
 			(member->held_tokens[h] = waitgraph_take_string(&p, end)) == NULL)
@@ -217,7 +219,10 @@ redlock_waitgraph_add_reply(RedlockWaitGraph *graph, const char *text, int len)
 		for (int k = 0; k < member->nawait; k++)
 			member->intent_votes[k] += intents[k] == '1';
 		for (int h = 0; h < member->nheld; h++)
-			member->live_votes[h] += live[h] == '1';
+		{
+			member->live_votes[h] += live[h] == '1' || live[h] == '2';
+			member->exclusive_votes[h] += live[h] == '1';
+		}
 	}
 	return true;
 }
@@ -240,7 +245,8 @@ waitgraph_blocks(const RedlockWaitGraph *graph, int a, int k, int b)
 	if (a == b || !waitgraph_present(graph, b))
 		return false;
 	for (int h = 0; h < wb->nheld; h++)
-		if (wb->live_votes[h] >= graph->quorum && strcmp(wb->held_keys[h], key) == 0)
+		if ((wa->kind == REDLOCK_WAIT_SHARED ? wb->exclusive_votes[h] : wb->live_votes[h]) >=
+			graph->quorum && strcmp(wb->held_keys[h], key) == 0)
 			return true;
 	if (wa->kind == REDLOCK_WAIT_SHARED && wb->kind == REDLOCK_WAIT_INTENT)
 		for (int j = 0; j < wb->nawait; j++)
@@ -472,6 +478,8 @@ redlock_waitgraph_describe(const RedlockWaitGraph *graph, const RedlockDeadlock 
 				appendStringInfoString(&buf, ", ");
 			waitgraph_append_key(&buf, a->held_keys[h]);
 		}
+		if (named == 0)
+			appendStringInfoString(&buf, "nothing");
 		appendStringInfo(&buf, "; blocked by process %d of cluster \"%s\".", b->pid, b->cluster);
 	}
 	return buf.data;

@@ -41,6 +41,8 @@ typedef struct RedlockWaitMember
 	char	  **held_keys;
 	char	  **held_tokens;
 	int		   *live_votes;		/* per hold: masters where it is live */
+	int		   *exclusive_votes;	/* ... where it is live and exclusive (the key
+									 * holds the token, not the shared marker) */
 	int			votes;			/* masters that hold this record */
 } RedlockWaitMember;
 

@@ -4,8 +4,9 @@
 -- kind, the count of keys waited for, those keys, the count of holds, and each hold's
 -- key and token.  Replies: one string of netstrings, four per record: its field, the
 -- record, one character per key waited for ("1" where a waiting exclusive acquire's
--- intent is on it) and one per hold ("1" where the key holds the token, or the shared
--- marker with the token a live shared hold).  Changes nothing else.
+-- intent is on it) and one per hold ("1" where the key holds the token, "2" where it
+-- holds the shared marker and the token is a live shared hold, else "0").  Changes
+-- nothing else.
 
 @include netstring
 @include shared_now
@@ -36,7 +37,7 @@ for i = 1, #all, 2 do
 			if g == t then live[j] = "1"
 			elseif g == "@REDLOCK_SHARED_MARK@" then
 				local e = tonumber(redis.call("hget", k .. "@REDLOCK_READERS_KEY_SUFFIX@", t) or "0")
-				if e > now then live[j] = "1" end end end
+				if e > now then live[j] = "2" end end end
 		out[#out + 1] = ns(all[i]) .. ns(rec) .. ns(table.concat(intents)) .. ns(table.concat(live))
 	end
 end
