@@ -1,0 +1,145 @@
+# Deadlock detection across clusters (issue 43 item 2, doc/deadlock.md): two clusters,
+# alpha and beta, share five Redis masters.
+# - A session on alpha and one on beta each hold one transaction-scoped lock and wait for
+#   the other's: the one that began waiting last (alpha's) gets 40P01 about one
+#   redlock.deadlock_timeout after the cycle closed, with a DETAIL naming both members
+#   (cluster, pid, the resource waited for, the one held); its transaction rolls back,
+#   its lock goes, and beta's wait gets it.  Nothing of either wait is left on the
+#   masters.
+# - A cycle of three (alpha, beta, alpha): the last to wait is the victim, the DETAIL
+#   has three lines, the two others get their locks in turn.
+# - With one master frozen the cycle is still found (four masters make a quorum).
+# - A wait record on 2 of 5 masters (a minority: a record half taken back) does not
+#   count: the waiter it would close a cycle with waits its wait out; on 3 of 5 it counts.
+# - A record whose hold is no longer live (the key holds another token) makes no edge.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use PsqlSession qw(session sql wait_until);
+use RedisMasters;
+
+my $redis = RedisMasters->new(5);
+my %node;
+for my $name (qw(alpha beta))
+{
+	$node{$name} = RedisMasters::redlock_node($name, $redis,
+		$RedisMasters::ROOMY_CONF . "shared_preload_libraries = 'redlock'\ncluster_name = '$name'\n");
+}
+my ($alpha, $beta) = @node{qw(alpha beta)};
+my $WAITS = "\xffredlock-waits";
+
+# Records left in the waits hash, on every master: a list of counts.
+sub records_left
+{
+	return join ',', map { $_ eq '' ? 0 : $_ } $redis->redis_all('HLEN', $WAITS);
+}
+
+# --- a cycle of two across clusters ---
+
+my $a = session($alpha);
+my $b = session($beta);
+my ($a_pid, $b_pid) = ($a->pid, $b->pid);
+sql($a, 'BEGIN');
+sql($b, 'BEGIN');
+my ($out, $err, $secs);
+($out) = sql($a, "SELECT redlock_xact_acquire('job-a', 30000)");
+is($out, 't', 'alpha holds job-a');
+($out) = sql($b, "SELECT redlock_xact_acquire('job-b', 30000)");
+is($out, 't', 'beta holds job-b');
+$b->start("SELECT redlock_xact_acquire('job-a', 30000, 20000)");
+usleep(300_000);
+($out, $err, $secs) = sql($a, "SELECT redlock_xact_acquire('job-b', 30000, 20000)");
+like($err, qr/ERROR:  40P01: deadlock detected/, 'alpha, the last to wait, gets 40P01');
+like($err,
+	qr/DETAIL:  Process $a_pid of cluster "alpha" waits for "job-b", holding "job-a"; blocked by process $b_pid of cluster "beta"\.\nProcess $b_pid of cluster "beta" waits for "job-a", holding "job-b"; blocked by process $a_pid of cluster "alpha"\./,
+	'... its DETAIL names both members: cluster, pid, the resource waited for and the one held');
+ok($secs > 0.9 && $secs < 19,
+	"... after its first deadlock_timeout (1 s), before its 20 s wait ran out (took ${secs} s)");
+sql($a, 'ROLLBACK');
+($out, $err) = $b->finish;
+is($out, 't', "beta's wait gets job-a once alpha's transaction rolled back");
+($out) = sql($a, 'SELECT count(*) FROM redlock_locks()');
+is($out, '0', 'the victim holds nothing');
+is($redis->holding('job-a', 5), 5, "job-a is beta's on every master");
+sql($b, 'COMMIT');
+is(records_left(), '0,0,0,0,0', 'no wait record is left on any master');
+
+# --- a cycle of three: alpha, beta, alpha ---
+
+my $c = session($alpha);
+my $c_pid = $c->pid;
+sql($_, 'BEGIN') for ($a, $b, $c);
+sql($a, "SELECT redlock_xact_acquire('three-a', 30000)");
+sql($b, "SELECT redlock_xact_acquire('three-b', 30000)");
+sql($c, "SELECT redlock_xact_acquire('three-c', 30000)");
+$a->start("SELECT redlock_xact_acquire('three-b', 30000, 20000)");
+usleep(200_000);
+$b->start("SELECT redlock_xact_acquire('three-c', 30000, 20000)");
+usleep(200_000);
+($out, $err) = sql($c, "SELECT redlock_xact_acquire('three-a', 30000, 20000)");
+like($err, qr/ERROR:  40P01: deadlock detected/, 'a cycle of three: the last to wait gets 40P01');
+my @lines = $err =~ /^(?:DETAIL:  )?(Process \d+ of cluster .*)$/mg;
+is(scalar @lines, 3, '... its DETAIL has one line per member');
+like($err, qr/Process $c_pid of cluster "alpha" waits for "three-a", holding "three-c"; blocked by process $a_pid of cluster "alpha"/,
+	'... starting with the victim');
+sql($c, 'ROLLBACK');
+($out) = $b->finish;
+is($out, 't', "beta gets three-c, the victim's");
+sql($b, 'COMMIT');
+($out) = $a->finish;
+is($out, 't', 'then alpha gets three-b');
+sql($a, 'COMMIT');
+is(records_left(), '0,0,0,0,0', 'no wait record is left');
+
+# --- one master frozen: four make a quorum ---
+
+$redis->stop(4);
+sql($_, 'BEGIN') for ($a, $b);
+sql($a, "SELECT redlock_xact_acquire('frozen-a', 30000)");
+sql($b, "SELECT redlock_xact_acquire('frozen-b', 30000)");
+$b->start("SELECT redlock_xact_acquire('frozen-a', 30000, 20000)");
+usleep(300_000);
+($out, $err) = sql($a, "SELECT redlock_xact_acquire('frozen-b', 30000, 20000)");
+like($err, qr/ERROR:  40P01: deadlock detected/, 'with master 5 frozen the cycle is still found');
+sql($a, 'ROLLBACK');
+($out) = $b->finish;
+is($out, 't', '... and beta gets its lock');
+sql($b, 'COMMIT');
+$redis->cont(4);
+
+# --- records a minority holds, and holds no longer live ---
+
+# A waiter "ghost" (pid 1) that waits for ghost-a and holds ghost-b with token T; the
+# record's expiry is far off (the hash field's text starts with it).
+sub ghost_record
+{
+	my ($token) = @_;
+	my @f = ('1', 'ghost', '1', 'feedfacefeedface', '1', 'x', '1', 'ghost-a', '1', 'ghost-b', $token);
+	return '99999999999999 ' . join('', map { length($_) . ":$_" } @f);
+}
+$redis->redis_cli($_, 'SET', 'ghost-b', 'ghost-token', 'PX', '60000') for 0 .. 4;
+$redis->redis_cli($_, 'HSET', $WAITS, "ghost\t1", ghost_record('ghost-token')) for 0 .. 1;
+sql($a, "SELECT redlock_acquire('ghost-a', 30000)");
+($out, $err) = sql($a, "SELECT redlock_acquire('ghost-b', 30000, 2500)");
+is($out, 'f', 'a record on 2 of 5 masters closes no cycle: the wait runs out (false)');
+is($err, '', '... with no error');
+$redis->redis_cli(2, 'HSET', $WAITS, "ghost\t1", ghost_record('ghost-token'));
+($out, $err) = sql($a, "SELECT redlock_acquire('ghost-b', 30000, 20000)");
+like($err, qr/40P01: deadlock detected.*Process 1 of cluster "ghost" waits for "ghost-a", holding "ghost-b"/s,
+	'on 3 of 5 it counts: the cycle with the ghost is found');
+$redis->redis_cli($_, 'SET', 'ghost-b', 'another-token', 'PX', '60000') for 0 .. 4;
+($out, $err) = sql($a, "SELECT redlock_acquire('ghost-b', 30000, 2500)");
+is($out, 'f', "a hold that is not live (the key holds another token) makes no edge: the wait runs out");
+is($err, '', '... with no error');
+$redis->redis_cli($_, 'DEL', $WAITS, 'ghost-b') for 0 .. 4;
+sql($a, "SELECT redlock_release('ghost-a')");
+
+$_->quit for ($a, $b, $c);
+RedisMasters::no_crash($_) for ($alpha, $beta);
+done_testing();
