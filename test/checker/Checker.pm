@@ -618,6 +618,11 @@ sub _faults_then_finish
 #   fence ('fenced' or 'unfenced'): each holder takes its fencing token and writes it to
 #   checker_fence at the end of its work, with or without the fence condition (see
 #   checker.sql and _fence_figures).
+#   pairs (1, or 'unsafe' for the negative control): each attempt takes two resources one
+#   after the other in the order drawn, waiting wait_ms for each (checker_pair_attempt in
+#   checker.sql): clients drawing opposite orders deadlock, and the victim (40P01, outcome
+#   'deadlock', counted in deadlocks) keeps its first lock through its work; 'unsafe'
+#   lets go of it at once and works on.  expect_deadlocks: check_pairs demands some.
 #   sets (1): each attempt takes a set of two resources, all or nothing, with
 #   redlock_acquire(text[]) (checker_set_attempt in checker.sql), and claims the guard of
 #   each: a guard already held is a violation.  set_extend_ttl_ms: the holder extends
@@ -706,6 +711,14 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		  . "\\set w case when :m > 1 then $wait else $writer_wait end\n"
 		  . "CALL checker_shared_attempt('$prefix' || :r, :m > 1, $ttl, :w, $work"
 		  . ($o{shared_extend_ttl_ms} ? ", $o{shared_extend_ttl_ms}" : '') . ");\n";
+	}
+	elsif ($o{pairs})
+	{
+		# Two resources, in the order drawn: clients drawing opposite orders deadlock.
+		$text .= "\\set s random(1, $resources - 1)\n"
+		  . "\\set s case when :s >= :r then :s + 1 else :s end\n"
+		  . "CALL checker_pair_attempt('$prefix', :r, :s, $ttl, $wait, $work, "
+		  . ($o{pairs} eq 'unsafe' ? 'true' : 'false') . ");\n";
 	}
 	elsif ($o{sets})
 	{
@@ -806,6 +819,8 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		fence => $fence,
 		permits => $permits,
 		sets => $o{sets},
+		pairs => $o{pairs},
+		expect_deadlocks => $o{expect_deadlocks} // 0,
 		shared => $o{shared},
 		expect_readers_together => $o{expect_readers_together} // 0,
 		expect_inversions => $o{expect_inversions} // 0,
@@ -835,7 +850,7 @@ INSERT INTO checker_fence (resource) SELECT resource FROM checker_guard;
 		events => $f->{events},
 		errors => {},
 	);
-	$r{$_} = 0 for qw(attempts acquired busy unavailable other_errors);
+	$r{$_} = 0 for qw(attempts acquired busy unavailable other_errors deadlocks);
 
 	for my $row (_rows($node, q{
 SELECT outcome, coalesce(sqlstate, ''), count(*), min(replace(message, E'\n', ' '))
@@ -845,6 +860,7 @@ FROM checker_attempts GROUP BY 1, 2 ORDER BY 1, 2}))
 		$r{attempts} += $n;
 		if ($outcome eq 'acquired') { $r{acquired} += $n; }
 		elsif ($outcome eq 'busy') { $r{busy} += $n; }
+		elsif ($outcome eq 'deadlock') { $r{deadlocks} += $n; }
 		elsif ($state eq '08006') { $r{unavailable} += $n; }
 		else { $r{other_errors} += $n; }
 		$r{errors}{$state} = { n => $n, message => $msg } if $outcome eq 'error';

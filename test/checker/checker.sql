@@ -48,6 +48,9 @@ DROP PROCEDURE IF EXISTS checker_work(text[], integer, integer, boolean, text);
 DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer);
 DROP PROCEDURE IF EXISTS checker_set_attempt(text, integer, integer, integer, integer, integer,
 	integer);
+DROP PROCEDURE IF EXISTS checker_pair_attempt(text, integer, integer, integer, integer, integer,
+	boolean);
+DROP PROCEDURE IF EXISTS checker_pair_claim(text, timestamptz, integer, integer, timestamptz);
 DROP TABLE IF EXISTS checker_guard, checker_attempts, checker_violations, checker_holds,
 	checker_jobs, checker_writes, checker_losses, checker_fence, checker_permit_claims,
 	checker_watch_events;
@@ -66,7 +69,7 @@ CREATE UNLOGGED TABLE checker_attempts (
 	resource text NOT NULL,
 	t0 timestamptz NOT NULL,		-- before redlock_acquire
 	t1 timestamptz NOT NULL,		-- after it returned (or raised)
-	outcome text NOT NULL,			-- acquired | busy | error
+	outcome text NOT NULL,			-- acquired | busy | error (pairs: also deadlock)
 	sqlstate text,					-- for errors
 	message text,					-- for errors
 	nodes integer,					-- masters that accepted, for acquisitions
@@ -1316,6 +1319,131 @@ BEGIN
 			CASE WHEN ext_st IS NOT NULL THEN 1 ELSE 0 END,
 			ext IS FALSE, CASE WHEN ext IS FALSE THEN 'extend ' || coalesce(ext_st, 'false') END,
 			v_inside, v_mode);
+	COMMIT;
+END;
+$$;
+
+-- Claims the guard of p_resource for this backend, committed: a guard held already is a
+-- violation (as checker_set_attempt claims).
+CREATE PROCEDURE checker_pair_claim(p_resource text, p_acquired_at timestamptz, p_nodes integer,
+									p_validity integer, p_until timestamptz)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	g checker_guard;
+BEGIN
+	SELECT * INTO g FROM checker_guard WHERE resource = p_resource FOR UPDATE;
+	IF g.holder IS NOT NULL THEN
+		INSERT INTO checker_violations
+		VALUES (clock_timestamp(), p_resource, pg_backend_pid(), 'claim', g.holder, g.since,
+				g.valid_until, p_acquired_at, p_nodes, p_validity);
+	END IF;
+	UPDATE checker_guard SET holder = pg_backend_pid(), since = clock_timestamp(),
+		valid_until = p_until
+	WHERE resource = p_resource AND holder IS NULL;
+	COMMIT;
+END;
+$$;
+
+-- Two locks, one after the other, in the order the client drew (doc/deadlock.md): the
+-- first with redlock_acquire, claimed; half the work; then the second, waiting, which
+-- the clients drawing the opposite order make a deadlock of.  The victim's 40P01 is its
+-- outcome ('deadlock'); it keeps its first lock, claimed, through the rest of the work
+-- (a victim's locks stay its own), then gives the claims back and releases.  p_unsafe
+-- (a negative control): the victim lets go of its first lock at once but works on as if
+-- it held it.
+CREATE PROCEDURE checker_pair_attempt(p_prefix text, p_a integer, p_b integer,
+									  p_ttl_ms integer, p_wait_ms integer, p_work_ms integer,
+									  p_unsafe boolean DEFAULT false)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	t_start timestamptz := clock_timestamp();
+	t_acq timestamptz;
+	first_r text := p_prefix || p_a;
+	second_r text := p_prefix || p_b;
+	name text := p_prefix || p_a || '>' || p_b;
+	got boolean;
+	victim boolean := false;
+	outcome text;
+	st text;
+	msg text;
+	det text;
+	n integer;
+	v_nodes integer;
+	v_validity integer;
+	v_until timestamptz;
+	rel boolean;
+BEGIN
+	BEGIN
+		got := redlock_acquire(first_r, p_ttl_ms, p_wait_ms);
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message)
+		VALUES (pg_backend_pid(), name, t_start, clock_timestamp(), 'error', st,
+				msg || coalesce(' DETAIL: ' || nullif(det, ''), ''));
+		COMMIT;
+		RETURN;
+	END;
+	t_acq := clock_timestamp();
+	IF NOT got THEN
+		INSERT INTO checker_attempts (pid, resource, t0, t1, outcome)
+		VALUES (pg_backend_pid(), name, t_start, t_acq, 'busy');
+		COMMIT;
+		RETURN;
+	END IF;
+	SELECT l.nodes, l.validity_ms, l.valid_until INTO v_nodes, v_validity, v_until
+	FROM redlock_locks() l WHERE l.resource = first_r;
+	COMMIT;
+	CALL checker_pair_claim(first_r, t_acq, v_nodes, v_validity, v_until);
+	PERFORM pg_sleep(p_work_ms / 2000.0);
+
+	BEGIN
+		got := redlock_acquire(second_r, p_ttl_ms, p_wait_ms);
+	EXCEPTION
+		WHEN deadlock_detected THEN
+			victim := true;
+			got := false;
+		WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+			got := false;
+	END;
+	IF got THEN
+		SELECT min(l.nodes), min(l.validity_ms), min(l.valid_until) INTO v_nodes, v_validity, v_until
+		FROM redlock_locks() l WHERE l.resource IN (first_r, second_r);
+		COMMIT;
+		CALL checker_pair_claim(second_r, clock_timestamp(), v_nodes, v_validity, v_until);
+	ELSIF victim AND p_unsafe THEN
+		PERFORM redlock_release(first_r);
+	END IF;
+	COMMIT;
+	PERFORM pg_sleep(p_work_ms / 2000.0);
+
+	-- Give back the guards still ours; one taken over meanwhile is a violation too.
+	UPDATE checker_guard SET holder = NULL, since = NULL, valid_until = NULL
+	WHERE resource IN (first_r, second_r) AND holder = pg_backend_pid();
+	GET DIAGNOSTICS n = ROW_COUNT;
+	IF n <> (CASE WHEN got THEN 2 ELSE 1 END) THEN
+		INSERT INTO checker_violations (at, resource, pid, what, acquired_at, nodes, validity_ms)
+		VALUES (clock_timestamp(), name, pg_backend_pid(), 'unclaim', t_acq, v_nodes, v_validity);
+	END IF;
+	COMMIT;
+	BEGIN
+		rel := redlock_release(first_r);
+		IF got THEN
+			rel := redlock_release(second_r) AND rel;
+		END IF;
+	EXCEPTION WHEN OTHERS THEN
+		rel := NULL;
+	END;
+	outcome := CASE WHEN victim THEN 'deadlock' WHEN got THEN 'acquired'
+					WHEN st IS NOT NULL THEN 'error' ELSE 'busy' END;
+	INSERT INTO checker_attempts (pid, resource, t0, t1, outcome, sqlstate, message, nodes,
+								  validity_ms, overran, released)
+	VALUES (pg_backend_pid(), name, t_start, t_acq, outcome,
+			CASE WHEN victim THEN '40P01' ELSE st END,
+			msg || coalesce(' DETAIL: ' || nullif(det, ''), ''),
+			v_nodes, v_validity, clock_timestamp() > v_until, rel);
 	COMMIT;
 END;
 $$;

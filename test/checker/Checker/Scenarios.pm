@@ -66,6 +66,18 @@ my $SETS_RUN = {
 	work_ms => 20,
 };
 
+# The pair runs (deadlock detection, issue 43): 8 clients on 3 resources, each taking
+# two in the order drawn with waits of 4 s, 200 ms of work around the second acquire;
+# redlock.deadlock_timeout 200 ms.
+my $PAIRS_RUN = {
+	clients => 8,
+	resources => 3,
+	ttl_ms => 5000,
+	wait_ms => 4000,
+	work_ms => 200,
+	pgoptions => ['redlock.deadlock_timeout=200'],
+};
+
 my $SHARED_RUN = {
 	shared => 1,
 	resources => 2,
@@ -632,6 +644,30 @@ my %SCENARIOS = (
 		work_ms => 3000,
 		expect_violations => 1,
 		faults => sub { _majority_restart(@_) },
+	},
+	# ---- deadlocks across sessions (issue 43 item 2) ----
+	# Each client takes two of 3 resources one after the other, in the order drawn
+	# (checker_pair_attempt in checker.sql): opposite orders make cycles, whose victims
+	# (40P01) keep their first lock, claimed, through their work.  Waits of 4 s, checks
+	# every 200 ms.
+	'deadlock-kill' => {
+		desc => 'pairs of 3 resources taken in either order (deadlocks found every few'
+		  . ' attempts), under kill -9 of 1 or 2 masters (rolling), each kept down'
+		  . ' 1.2 x TTL + 0.3 s: no violation, a victim keeps its first lock',
+		masters => 'plain',
+		%{ $PAIRS_RUN },
+		pairs => 1,
+		expect_deadlocks => 1,
+		faults => sub { $SCENARIOS_REF->{'kill-minority-delayed'}{faults}->(@_) },
+	},
+	'unsafe-deadlock-victim-lets-go' => {
+		desc => 'NEGATIVE CONTROL: pairs as in deadlock-kill, no fault; a victim releases its'
+		  . ' first lock at once but works on as if it held it: others take it meanwhile',
+		masters => 'plain',
+		%{ $PAIRS_RUN },
+		pairs => 'unsafe',
+		expect_deadlocks => 1,
+		expect_violations => 1,
 	},
 	# ---- sets of resources: redlock_acquire(text[]) (1.6) ----
 	# Each holder of a set of two claims the guard of each resource (checker_set_attempt
