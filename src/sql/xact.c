@@ -288,7 +288,7 @@ xact_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				 SubTransactionId parentSubid, void *arg pg_attribute_unused())
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
-		redlock_deadlock_withdraw_pending();	/* a wait cut short: its record */
+		redlock_deadlock_withdraw_pending();	/* a wait the subtransaction cut short */
 	if (!redlock_lock_xact_pending())
 		return;
 	if (event == SUBXACT_EVENT_COMMIT_SUB)

@@ -12,6 +12,8 @@
 # - A wait record on 2 of 5 masters (a minority: a record half taken back) does not
 #   count: the waiter it would close a cycle with waits its wait out; on 3 of 5 it counts.
 # - A record whose hold is no longer live (the key holds another token) makes no edge.
+# - A session blocked by a cycle it is not on (two ghost waiters' records) waits its
+#   wait out: the cycle's members break it.
 
 use strict;
 use warnings;
@@ -139,6 +141,27 @@ is($out, 'f', "a hold that is not live (the key holds another token) makes no ed
 is($err, '', '... with no error');
 $redis->redis_cli($_, 'DEL', $WAITS, 'ghost-b') for 0 .. 4;
 sql($a, "SELECT redlock_release('ghost-a')");
+
+# A cycle of two ghosts (records on every master, each holding the key the other waits
+# for): a session waiting for one of their keys is blocked by their cycle, not on it; it
+# waits its wait out, and leaves the cycle to its members.
+sub ghost
+{
+	my ($pid, $waits, $holds, $token) = @_;
+	my @f = ('1', 'ghost', $pid, "feedface$pid", $pid, 'x', '1', $waits, '1', $holds, $token);
+	return '99999999999999 ' . join('', map { length($_) . ":$_" } @f);
+}
+for my $i (0 .. 4)
+{
+	$redis->redis_cli($i, 'SET', 'gc-a', 'tok-1', 'PX', '60000');
+	$redis->redis_cli($i, 'SET', 'gc-b', 'tok-2', 'PX', '60000');
+	$redis->redis_cli($i, 'HSET', $WAITS, "ghost\t1", ghost(1, 'gc-b', 'gc-a', 'tok-1'));
+	$redis->redis_cli($i, 'HSET', $WAITS, "ghost\t2", ghost(2, 'gc-a', 'gc-b', 'tok-2'));
+}
+($out, $err) = sql($a, "SELECT redlock_acquire('gc-a', 30000, 2500)");
+is($out, 'f', 'blocked by a cycle it is not on (two ghosts): the wait runs out');
+is($err, '', '... with no error');
+$redis->redis_cli($_, 'DEL', $WAITS, 'gc-a', 'gc-b') for 0 .. 4;
 
 $_->quit for ($a, $b, $c);
 RedisMasters::no_crash($_) for ($alpha, $beta);
