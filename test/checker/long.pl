@@ -55,7 +55,8 @@ my @names = @ARGV
   discard-release unsafe-discard-early fence-baseline fence-pause unsafe-fence-pause-unfenced
   fence-force-release unsafe-fence-force-release-unfenced
   fast-clock-1 fast-clock-2 fast-clock-1-q4 fence-kill-majority-aof unsafe-fence-restart-empty
-  fence-skew-restart-delayed unsafe-fence-skew-masters-back long-job unsafe-long-job-no-cancel),
+  fence-skew-restart-delayed unsafe-fence-skew-masters-back long-job unsafe-long-job-no-cancel
+  deadlock-kill unsafe-deadlock-victim-lets-go),
 	Checker::lease_scenarios(), Checker::permit_scenarios(), Checker::set_scenarios(),
 	Checker::shared_scenarios(), Checker::fdw_scenarios());
 
