@@ -567,7 +567,7 @@ redlock_locktable_size(void)
  *		What this backend holds on the masters of set, for a wait record (deadlock
  *		detection, protocol/deadlock.c): each held lock's key (a permit's slot key) and
  *		token, in palloc'd arrays *keys and *tokens.  Returns how many.  Raises only
- *		out-of-memory errors.  doc/deadlock.md §2.
+ *		out-of-memory errors (53200).  Not a distlock section: doc/deadlock.md §2.
  */
 int
 redlock_locktable_held_on(RedlockNodeSet *set, char ***keys, char ***tokens)

@@ -71,6 +71,7 @@ static char posted_wait_id[WAIT_ID_BYTES * 2 + 1];
  * redlock_deadlock_set_held_source
  *		Sets what tells a wait record this backend's holds (the lock layer's list of
  *		locks held on a set of masters).  Called once from _PG_init.  Raises nothing.
+ *		Not a distlock section: doc/deadlock.md §2.
  */
 void
 redlock_deadlock_set_held_source(RedlockHeldSource source)
@@ -84,7 +85,8 @@ redlock_deadlock_set_held_source(RedlockHeldSource source)
  *		masters; keys (nkeys), what it waits for; kind, REDLOCK_WAIT_* (waitgraph.h).
  *		Returns NULL when redlock.deadlock_timeout is 0 (no checks).  Allocates in the
  *		current memory context, and keeps keys: both must outlive the wait.  Raises
- *		only out-of-memory errors.
+ *		only out-of-memory errors (53200).  Not a distlock section: doc/deadlock.md §1
+ *		(the wait is spec §4's retry loop).
  */
 RedlockDeadlockWait *
 redlock_deadlock_begin(RedlockNodeSet *set, const char *const *keys, int nkeys, char kind)
@@ -309,7 +311,9 @@ deadlock_mine(const RedlockDeadlockWait *wait, const RedlockDeadlock *deadlock)
  *
  * Returns NULL (go on waiting), or the DETAIL of the deadlock that ends this wait
  * (palloc'd, one line per member of the cycle), its record taken back.  Raises what
- * an interrupted network wait raises (57014); out-of-memory errors.
+ * an interrupted network wait raises (57014); XX000 if the strong random source fails
+ * (the wait's id); out-of-memory errors (53200).  Not a distlock section:
+ * doc/deadlock.md §3.
  */
 char *
 redlock_deadlock_check(RedlockDeadlockWait *wait)
@@ -361,8 +365,8 @@ redlock_deadlock_check(RedlockDeadlockWait *wait)
 
 /*
  * redlock_deadlock_next_check_ms
- *		When wait's next check is due, a redlock_clock_ms() time; < 0 for wait NULL
- *		(none).  Raises nothing.
+ *		When wait's next check is due, a redlock_clock_ms() time (ms); < 0 for wait
+ *		NULL (none).  Raises nothing.  doc/deadlock.md §1.
  */
 double
 redlock_deadlock_next_check_ms(const RedlockDeadlockWait *wait)
@@ -374,7 +378,7 @@ redlock_deadlock_next_check_ms(const RedlockDeadlockWait *wait)
  * redlock_deadlock_end
  *		Ends watching wait (NULL does nothing): takes its record back from the masters
  *		when it posted one, before the acquire returns (the invariant above).  Raises
- *		what an interrupted network wait raises (57014).
+ *		what an interrupted network wait raises (57014).  doc/deadlock.md §2.
  */
 void
 redlock_deadlock_end(RedlockDeadlockWait *wait)
@@ -393,8 +397,9 @@ redlock_deadlock_end(RedlockDeadlockWait *wait)
 /*
  * redlock_deadlock_withdraw_pending
  *		At a (sub)transaction's abort or the backend's exit: takes back a wait record
- *		that an acquire cut short (an error, a cancel) left posted.  Cleanup mode:
- *		raises nothing but out-of-memory errors.
+ *		that an acquire cut short (an error, a cancel) left posted.  Cleanup mode
+ *		(each master waited for at most 10 s in all): raises nothing but out-of-memory
+ *		errors (53200).  doc/deadlock.md §2.
  */
 void
 redlock_deadlock_withdraw_pending(void)

@@ -89,7 +89,7 @@ holder_build_cached(void)
  * redlock_holder_cluster
  *		The name this cluster goes by in holder and wait records: cluster_name, or,
  *		when it is empty, the system identifier.  Returns a static buffer.  Raises
- *		nothing.
+ *		nothing.  Not a distlock section (the holder record, doc/deadlock.md §2).
  */
 const char *
 redlock_holder_cluster(void)

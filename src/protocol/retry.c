@@ -213,7 +213,7 @@ retry_slow(const RedlockResult *attempt)
  *		the masters; keys (nkeys), what each attempt waits for; kind, REDLOCK_WAIT_*
  *		(protocol/waitgraph.h).  Nothing when the acquire does not wait (wait_ms 0).
  *		The acquire calls redlock_retry_end once its loop is over.  Raises only
- *		out-of-memory errors.
+ *		out-of-memory errors (53200).  spec §4's wait, doc/deadlock.md §1.
  */
 void
 redlock_retry_watch(RedlockRetry *retry, RedlockNodeSet *set, const char *const *keys,
@@ -227,7 +227,7 @@ redlock_retry_watch(RedlockRetry *retry, RedlockNodeSet *set, const char *const 
  * redlock_retry_end
  *		Ends the acquire's deadlock checks: its wait record, if it posted one, is taken
  *		back before the acquire returns (deadlock.c's invariant).  Raises what an
- *		interrupted network wait raises (57014).
+ *		interrupted network wait raises (57014).  doc/deadlock.md §2.
  */
 void
 redlock_retry_end(RedlockRetry *retry)

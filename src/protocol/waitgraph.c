@@ -92,7 +92,7 @@ waitgraph_take_count(const char **p, const char *end, int max)
  * redlock_waitgraph_record_parse
  *		Parses a wait record (doc/deadlock.md §2; len bytes at record) into member,
  *		palloc'd, votes zeroed.  Returns false when it is not a record of this version.
- *		Raises only out-of-memory errors.
+ *		Raises only out-of-memory errors (53200).  doc/deadlock.md §2.
  */
 bool
 redlock_waitgraph_record_parse(const char *record, int len, RedlockWaitMember *member)
@@ -144,7 +144,8 @@ redlock_waitgraph_record_parse(const char *record, int len, RedlockWaitMember *m
 
 /*
  * redlock_waitgraph_init
- *		Starts an empty graph whose facts need quorum masters each.  Raises nothing.
+ *		Starts an empty graph whose facts need quorum masters each (spec §3 step 3's
+ *		majority, counted as every round counts it).  Raises nothing.
  */
 void
 redlock_waitgraph_init(RedlockWaitGraph *graph, int quorum)
@@ -185,7 +186,8 @@ waitgraph_member(RedlockWaitGraph *graph, const char *field, int field_len,
  *		Counts one master's reply to deadlock_read.lua (len bytes at text): each record
  *		it holds gets the master's vote, and so does each intent and live hold it
  *		reports.  Returns false when the reply is malformed (nothing of it counted
- *		after the first bad record).  Raises only out-of-memory errors.
+ *		after the first bad record).  text, len: the reply's bytes.  Raises only
+ *		out-of-memory errors (53200).  doc/deadlock.md §3 step 2.
  */
 bool
 redlock_waitgraph_add_reply(RedlockWaitGraph *graph, const char *text, int len)
@@ -307,7 +309,8 @@ waitgraph_compare_strings(const void *a, const void *b)
  *		a cycle of graph's members (the invariant above); when it is, fills deadlock
  *		(palloc'd): the cycle from the waiter back to it, the key each member waits for
  *		on it, the victim and the signature.  False when the waiter's own record is not
- *		on a quorum.  Raises only out-of-memory errors.
+ *		on a quorum.  Raises only out-of-memory errors (53200).  doc/deadlock.md §3
+ *		step 3.
  */
 bool
 redlock_waitgraph_find(const RedlockWaitGraph *graph, const char *self_record, int self_len,
@@ -446,7 +449,8 @@ waitgraph_append_key(StringInfo buf, const char *key)
  * redlock_waitgraph_describe
  *		The DETAIL of a deadlock found in graph, palloc'd, as PostgreSQL's: one line
  *		per member of the cycle, "Process PID of cluster "C" waits for KEY, holding
- *		KEYS; blocked by process PID of cluster "C"."  Raises only out-of-memory errors.
+ *		KEYS; blocked by process PID of cluster "C"."  Raises only out-of-memory errors
+ *		(53200).  doc/deadlock.md §3 step 4.
  */
 char *
 redlock_waitgraph_describe(const RedlockWaitGraph *graph, const RedlockDeadlock *deadlock)
