@@ -439,7 +439,7 @@ RedlockGucInit(void)
 
 	DefineCustomIntVariable("redlock.deadlock_timeout",
 							"Time an acquire waits before it checks for a deadlock across clusters.",
-							"Then once per this long while it waits: it posts what it waits for and holds on the masters, and the session of a cycle of waits that began waiting last gets ERROR 40P01. 0: no checks (others still see this session's waits only if it posts them).",
+							"Then once per this long while it waits: it posts what it waits for and holds on the masters and reads the other waiters', and the session of a cycle of waits that began waiting last gets ERROR 40P01. 0: no checks, and this session's waits are not posted, so no cycle through it is found.",
 							&redlock_deadlock_timeout_ms,
 							1000, 0, 3600000,
 							PGC_USERSET,

@@ -275,7 +275,6 @@ deadlock_withdraw(RedlockNodeSet *set, bool cleanup)
 	RedlockNodeOutcome *outcomes;
 	RedlockCommand command;
 
-	posted_set = NULL;
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1));
 	memset(&command, 0, sizeof(command));
 	command.need = redlock_nodeset_quorum(set);
@@ -288,6 +287,7 @@ deadlock_withdraw(RedlockNodeSet *set, bool cleanup)
 	for (int i = 0; i < command.argc; i++)
 		command.argvlen[i] = strlen(command.argv[i]);
 	redlock_nodes_run(set, &command, 1, cleanup, outcomes);
+	posted_set = NULL;			/* not before: a cancel meanwhile leaves it to the abort */
 	pfree(outcomes);
 }
 
