@@ -24,10 +24,13 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "port.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "clock.h"
 #include "guc.h"
@@ -64,7 +67,7 @@ static RedlockHeldSource held_source = NULL;
  * by redlock_deadlock_end, or at an abort by redlock_deadlock_withdraw_pending.
  */
 static RedlockNodeSet *posted_set = NULL;
-static char posted_field[NAMEDATALEN + 32];
+static char posted_field[NAMEDATALEN + 64];
 static char posted_wait_id[WAIT_ID_BYTES * 2 + 1];
 
 /*
@@ -120,8 +123,11 @@ deadlock_append_string(StringInfo buf, const char *s)
 	deadlock_append(buf, s, (int) strlen(s));
 }
 
-/* Builds wait's record (doc/deadlock.md §2) and id, in the wait's context. */
-static void
+/*
+ * Builds wait's record (doc/deadlock.md §2) and id, in the wait's context; returns how
+ * many holds it names.
+ */
+static int
 deadlock_build_record(RedlockDeadlockWait *wait)
 {
 	uint8		id[WAIT_ID_BYTES];
@@ -163,13 +169,19 @@ deadlock_build_record(RedlockDeadlockWait *wait)
 	MemoryContextSwitchTo(old);
 	wait->record = buf.data;
 	wait->record_len = buf.len;
+	return nheld;
 }
 
-/* This backend's field in the waits hash: its cluster, a tab, its pid. */
+/*
+ * This backend's field in the waits hash: its cluster, its pid and its start time
+ * (microseconds), tab-separated: cluster names repeat across hosts (Debian's
+ * "15/main"), cloned clusters share a system identifier, and pids are reused.
+ */
 static void
 deadlock_field(char *field, size_t size)
 {
-	snprintf(field, size, "%s\t%d", redlock_holder_cluster(), MyProcPid);
+	snprintf(field, size, "%s\t%d\t" INT64_FORMAT, redlock_holder_cluster(), MyProcPid,
+			 (int64) MyStartTimestamp);
 }
 
 /* Any integer reply: the master ran the script. */
@@ -208,7 +220,7 @@ deadlock_publish(RedlockDeadlockWait *wait)
 	int			quorum = redlock_nodeset_quorum(wait->set);
 	RedlockNodeOutcome *outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1));
 	RedlockCommand command;
-	char		field[NAMEDATALEN + 32];
+	char		field[NAMEDATALEN + 64];
 	char		ttl[16];
 	int			accepted = 0;
 
@@ -331,8 +343,18 @@ redlock_deadlock_check(RedlockDeadlockWait *wait)
 	if (wait == NULL || now < wait->next_check_ms)
 		return NULL;
 	wait->next_check_ms = now + redlock_deadlock_timeout_ms;
-	if (wait->record == NULL)
-		deadlock_build_record(wait);
+
+	/*
+	 * A waiter that holds nothing here blocks nobody (unless it posts a writer's
+	 * intent): no cycle goes through it, and nobody needs its record.  It neither posts
+	 * nor reads, so that a queue of such waiters costs the masters nothing.
+	 */
+	if (wait->record == NULL &&
+		deadlock_build_record(wait) == 0 && wait->kind != REDLOCK_WAIT_INTENT)
+	{
+		wait->next_check_ms = INFINITY;
+		return NULL;
+	}
 
 	check_context = AllocSetContextCreate(CurrentMemoryContext, "redlock deadlock check",
 										  ALLOCSET_SMALL_SIZES);

@@ -87,9 +87,10 @@ redlock_quorumshared_seen(const RedlockNodeOutcome *gets, int count)
  *		doc/shared.md §3.
  *
  * The intent needs to outlive only the gap until the acquire's next attempt renews it:
- * a retry delay with its jitter, and an attempt's time (a master's timeout, or a
- * connect), twice over; never more than the lock's TTL, ttl_ms.  So a writer cut short
- * (cancelled, killed) keeps new shared holders out that long at most.  ttl_text: a
+ * a retry delay with its jitter, an attempt's time (a master's timeout, or a connect)
+ * and a deadlock check's three rounds between them (protocol/deadlock.c), twice over;
+ * never more than the lock's TTL, ttl_ms.  So a writer cut short (cancelled, killed)
+ * keeps new shared holders out that long at most.  ttl_text: a
  * buffer of 16 bytes, kept by the caller while the command is used.  Raises nothing.
  */
 void
@@ -97,7 +98,8 @@ redlock_quorumshared_intent_command(RedlockCommand *command, const char *intent_
 									int ttl_ms, char *ttl_text)
 {
 	int			gap_ms = redlock_retry_delay_ms + redlock_retry_jitter_ms +
-		redlock_timeout_ms + redlock_connect_timeout_ms;
+		redlock_timeout_ms + redlock_connect_timeout_ms +
+		(redlock_deadlock_timeout_ms > 0 ? 3 * redlock_timeout_ms : 0);
 
 	snprintf(ttl_text, 16, "%d", Min(ttl_ms, 2 * gap_ms));
 	memset(command, 0, sizeof(*command));

@@ -92,12 +92,16 @@ redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
  * while a handoff costs half a round trip on average.  A waiter woken directly by a
  * release in its own cluster (a direct wake-up) retries at once: it is the one
  * waiter of its cluster that release wakes, and the other clusters' waiters hear of
- * the release later, through their subscriptions.  Interruptible (that short jitter
- * aside): raises 57014 on query cancel or statement_timeout.
+ * the release later, through their subscriptions.  deadlock (may be NULL): the wait's
+ * deadlock checks, run when one falls due during the sleep (deadlock.c), without an
+ * attempt; returns the DETAIL of a deadlock one found (the sleep ends then), else NULL.
+ * Interruptible (that short jitter aside): raises 57014 on query cancel or
+ * statement_timeout.
  */
-static void
+static char *
 retry_sleep(double attempt_ms, bool slow, double deadline_ms, double free_in_ms,
-			RedlockWaiter *waiter, const RedlockWakeCount *seen)
+			RedlockWaiter *waiter, const RedlockWakeCount *seen,
+			RedlockDeadlockWait *deadlock)
 {
 	double		now = redlock_clock_ms();
 	double		delay = redlock_retry_delay_ms;
@@ -122,8 +126,23 @@ retry_sleep(double attempt_ms, bool slow, double deadline_ms, double free_in_ms,
 	while (now < end)
 	{
 		int			rc;
+		double		wake = end;
+		double		check_ms = redlock_deadlock_next_check_ms(deadlock);
 
 		RedlockWakeCount count = *seen;
+
+		/* A deadlock check falls due within the sleep: it runs, no attempt with it. */
+		if (check_ms >= 0 && now >= check_ms)
+		{
+			char	   *detail = redlock_deadlock_check(deadlock);
+
+			if (detail)
+				return detail;
+			now = redlock_clock_ms();
+			continue;
+		}
+		if (check_ms >= 0 && check_ms < wake)
+			wake = check_ms;
 
 		if (waiter)
 			redlock_waiters_read(waiter, &count);
@@ -139,10 +158,10 @@ retry_sleep(double attempt_ms, bool slow, double deadline_ms, double free_in_ms,
 			if (max_us > 0)
 				pg_usleep((long) pg_prng_uint64_range(&pg_global_prng_state, 0, max_us));
 			CHECK_FOR_INTERRUPTS();
-			break;
+			return NULL;
 		}
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   (long) ceil(end - now), redlock_wait_event(REDLOCK_WAIT_RETRY));
+					   (long) ceil(wake - now), redlock_wait_event(REDLOCK_WAIT_RETRY));
 		if (rc & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
@@ -150,6 +169,7 @@ retry_sleep(double attempt_ms, bool slow, double deadline_ms, double free_in_ms,
 		}
 		now = redlock_clock_ms();
 	}
+	return NULL;
 }
 
 /*
@@ -174,7 +194,7 @@ redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter, boo
 	if (waiter && behind && wait_ms != 0)
 	{
 		redlock_waiters_read(waiter, &retry->seen);
-		retry_sleep(0, false, retry->deadline_ms, -1, waiter, &retry->seen);
+		(void) retry_sleep(0, false, retry->deadline_ms, -1, waiter, &retry->seen, NULL);
 	}
 }
 
@@ -262,18 +282,9 @@ redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt, double free_in_m
 		redlock_retry_end(retry);
 		return false;
 	}
-	attempt->deadlock = redlock_deadlock_check(retry->deadlock);
-	if (attempt->deadlock)
-		return false;
-	if (retry->deadlock)
-	{
-		/* The sleep ends for the next check: an attempt, then the check. */
-		double		check_ms = redlock_deadlock_next_check_ms(retry->deadlock);
-
-		deadline_ms = deadline_ms < 0 ? check_ms : Min(deadline_ms, check_ms);
-	}
-	retry_sleep(attempt->elapsed_ms, slow, deadline_ms, free_in_ms, retry->waiter, &retry->seen);
-	return true;
+	attempt->deadlock = retry_sleep(attempt->elapsed_ms, slow, deadline_ms, free_in_ms,
+									retry->waiter, &retry->seen, retry->deadlock);
+	return attempt->deadlock == NULL;
 }
 
 /*

@@ -30,6 +30,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 
 #include "protocol/waitgraph.h"
 
@@ -105,7 +106,9 @@ redlock_waitgraph_record_parse(const char *record, int len, RedlockWaitMember *m
 	char	   *kind;
 
 	memset(member, 0, sizeof(*member));
-	member->record = pnstrdup(record, len);
+	member->record = palloc(len + 1);	/* not pnstrdup: a NUL inside must not cut it */
+	memcpy(member->record, record, len);
+	member->record[len] = '\0';
 	member->record_len = len;
 	version = waitgraph_take_string(&p, end);
 	if (version == NULL || strcmp(version, WAIT_RECORD_VERSION) != 0)
@@ -120,8 +123,9 @@ redlock_waitgraph_record_parse(const char *record, int len, RedlockWaitMember *m
 	member->pid = atoi(pid);
 	member->started_us = strtoi64(started, NULL, 10);
 	member->kind = kind[0];
+	/* Each key takes 2 bytes at least ("0:"), each hold 4: no count past the bytes left. */
 	member->nawait = waitgraph_take_count(&p, end, 4096);
-	if (member->nawait < 0)
+	if (member->nawait < 0 || member->nawait > (end - p) / 2)
 		return false;
 	member->await_keys = palloc0(sizeof(char *) * Max(member->nawait, 1));
 	member->intent_votes = palloc0(sizeof(int) * Max(member->nawait, 1));
@@ -129,7 +133,7 @@ redlock_waitgraph_record_parse(const char *record, int len, RedlockWaitMember *m
 		if ((member->await_keys[k] = waitgraph_take_string(&p, end)) == NULL)
 			return false;
 	member->nheld = waitgraph_take_count(&p, end, 1024 * 1024);
-	if (member->nheld < 0)
+	if (member->nheld < 0 || member->nheld > (end - p) / 4)
 		return false;
 	member->held_keys = palloc0(sizeof(char *) * Max(member->nheld, 1));
 	member->held_tokens = palloc0(sizeof(char *) * Max(member->nheld, 1));
@@ -153,6 +157,7 @@ redlock_waitgraph_init(RedlockWaitGraph *graph, int quorum)
 	graph->quorum = quorum;
 	graph->n = 0;
 	graph->size = 0;
+	graph->replies = 0;
 	graph->members = NULL;
 }
 
@@ -195,6 +200,7 @@ redlock_waitgraph_add_reply(RedlockWaitGraph *graph, const char *text, int len)
 	const char *p = text;
 	const char *end = text + len;
 
+	graph->replies++;
 	while (p < end)
 	{
 		const char *field,
@@ -217,6 +223,9 @@ redlock_waitgraph_add_reply(RedlockWaitGraph *graph, const char *text, int len)
 			continue;			/* another version's record: not ours to judge */
 		if (intents_len != member->nawait || live_len != member->nheld)
 			return false;
+		if (member->voted_in == graph->replies)
+			continue;			/* this master counted it already, under another field */
+		member->voted_in = graph->replies;
 		member->votes++;
 		for (int k = 0; k < member->nawait; k++)
 			member->intent_votes[k] += intents[k] == '1';
@@ -404,9 +413,8 @@ redlock_waitgraph_find(const RedlockWaitGraph *graph, const char *self_record, i
 		deadlock->via[i] = graph->members[a].await_keys[k];
 	}
 
-	/* The victim, and the signature: over the whole component. */
+	/* The victim: the component's member that began waiting last. */
 	deadlock->victim = self;
-	records = palloc(sizeof(char *) * n);
 	for (int m = 0; m < n; m++)
 	{
 		const RedlockWaitMember *wm = &graph->members[m];
@@ -414,31 +422,66 @@ redlock_waitgraph_find(const RedlockWaitGraph *graph, const char *self_record, i
 
 		if (!from_self[m] || !to_self[m])
 			continue;
-		records[nrecords++] = wm->record;
 		if (wm->started_us > wv->started_us ||
 			(wm->started_us == wv->started_us && strcmp(wm->field, wv->field) > 0))
 			deadlock->victim = m;
+	}
+
+	/*
+	 * The signature: everything the verdict rests on, every deadlocked member the
+	 * waiter reaches (a semaphore's waiter is stuck through holders off its cycle too),
+	 * each as its record and the records of the members it waits for.  A second read
+	 * with the same signature saw the same members blocked by the same members.
+	 */
+	records = palloc(sizeof(char *) * n);
+	for (int m = 0; m < n; m++)
+	{
+		StringInfoData entry;
+		char	  **blockers;
+		int			nblockers = 0;
+
+		if (!from_self[m])
+			continue;
+		blockers = palloc(sizeof(char *) * n);
+		for (int b = 0; b < n; b++)
+			if (!proceeds[b] && waitgraph_edge(graph, m, b, NULL))
+				blockers[nblockers++] = graph->members[b].record;
+		qsort(blockers, nblockers, sizeof(char *), waitgraph_compare_strings);
+		initStringInfo(&entry);
+		appendStringInfo(&entry, "%d:", graph->members[m].record_len);
+		appendBinaryStringInfo(&entry, graph->members[m].record, graph->members[m].record_len);
+		for (int b = 0; b < nblockers; b++)
+			appendStringInfo(&entry, ">%d:%s", (int) strlen(blockers[b]), blockers[b]);
+		records[nrecords++] = entry.data;
 	}
 	qsort(records, nrecords, sizeof(char *), waitgraph_compare_strings);
 	initStringInfo(&signature);
 	for (int r = 0; r < nrecords; r++)
 	{
-		appendStringInfo(&signature, "%d:", (int) strlen(records[r]));
 		appendStringInfoString(&signature, records[r]);
+		appendStringInfoChar(&signature, '\n');
 	}
 	deadlock->signature = signature.data;
 	return true;
 }
 
-/* Appends a key to buf for a message, quoted, its bytes past 0x7f kept. */
+/*
+ * Appends a key to buf for a message, quoted: control bytes escaped (\xNN), and every
+ * byte past 0x7f too unless the key is valid in this server's encoding (another
+ * cluster's keys may be in another, which the client's conversion would refuse).
+ */
 static void
 waitgraph_append_key(StringInfo buf, const char *key)
 {
+	bool		valid = pg_verifymbstr(key, (int) strlen(key), true);
+
 	appendStringInfoChar(buf, '"');
 	for (const char *p = key; *p; p++)
 	{
-		if ((unsigned char) *p < 0x20 || (unsigned char) *p == 0xff)
-			appendStringInfo(buf, "\\x%02x", (unsigned char) *p);
+		unsigned char c = (unsigned char) *p;
+
+		if (c < 0x20 || c == 0x7f || (c > 0x7f && !valid))
+			appendStringInfo(buf, "\\x%02x", c);
 		else
 			appendStringInfoChar(buf, *p);
 	}

@@ -44,6 +44,8 @@ typedef struct RedlockWaitMember
 	int		   *exclusive_votes;	/* ... where it is live and exclusive (the key
 									 * holds the token, not the shared marker) */
 	int			votes;			/* masters that hold this record */
+	int			voted_in;		/* the last reply (1-based) that counted it: a master
+								 * votes once however many fields repeat the record */
 } RedlockWaitMember;
 
 typedef struct RedlockWaitGraph
@@ -51,6 +53,7 @@ typedef struct RedlockWaitGraph
 	int			quorum;
 	int			n;
 	int			size;
+	int			replies;		/* replies counted so far */
 	RedlockWaitMember *members;
 } RedlockWaitGraph;
 
@@ -62,8 +65,9 @@ typedef struct RedlockDeadlock
 								 * the next, the last for the first */
 	char	  **via;			/* per cycle member: the key it waits for there */
 	int			victim;			/* member index */
-	char	   *signature;		/* the cycle's members' records, sorted: the same
-								 * cycle read twice has the same signature */
+	char	   *signature;		/* every deadlocked member the waiter reaches: its
+								 * record and the members it waits for, sorted; the
+								 * same verdict read twice has the same signature */
 } RedlockDeadlock;
 
 extern void redlock_waitgraph_init(RedlockWaitGraph *graph, int quorum);

@@ -119,9 +119,14 @@ xact_end_committed_xact(void *arg pg_attribute_unused())
 }
 
 static void
-xact_release_at_exit(void *arg pg_attribute_unused())
+xact_withdraw_at_exit(void *arg pg_attribute_unused())
 {
 	redlock_deadlock_withdraw_pending();
+}
+
+static void
+xact_release_at_exit(void *arg pg_attribute_unused())
+{
 	redlock_lock_release_everything(redlock_warn_release);
 }
 
@@ -301,6 +306,8 @@ xact_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void
 xact_exit_callback(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
 {
+	/* Apart: an error taking a wait record back must not keep the locks. */
+	xact_run_without_raising(xact_withdraw_at_exit, NULL, "at exit");
 	xact_run_without_raising(xact_release_at_exit, NULL, "at exit");
 }
 
