@@ -10,7 +10,8 @@
 #   has three lines, the two others get their locks in turn.
 # - With one master frozen the cycle is still found (four masters make a quorum).
 # - A wait record on 2 of 5 masters (a minority: a record half taken back) does not
-#   count: the waiter it would close a cycle with waits its wait out; on 3 of 5 it counts.
+#   count, nor when each of those holds it under two fields: the waiter it would close a
+#   cycle with waits its wait out; on 3 of 5 it counts.
 # - A record whose hold is no longer live (the key holds another token) makes no edge.
 # - A session blocked by a cycle it is not on (two ghost waiters' records) waits its
 #   wait out: the cycle's members break it.
@@ -131,6 +132,11 @@ sql($a, "SELECT redlock_acquire('ghost-a', 30000)");
 ($out, $err) = sql($a, "SELECT redlock_acquire('ghost-b', 30000, 2500)");
 is($out, 'f', 'a record on 2 of 5 masters closes no cycle: the wait runs out (false)');
 is($err, '', '... with no error');
+$redis->redis_cli($_, 'HSET', $WAITS, "ghost\t1\tagain", ghost_record('ghost-token')) for 0 .. 1;
+($out, $err) = sql($a, "SELECT redlock_acquire('ghost-b', 30000, 2500)");
+is($out, 'f', '... nor under two fields on each of those 2: a master counts a record once');
+is($err, '', '... with no error');
+$redis->redis_cli($_, 'HDEL', $WAITS, "ghost\t1\tagain") for 0 .. 1;
 $redis->redis_cli(2, 'HSET', $WAITS, "ghost\t1", ghost_record('ghost-token'));
 ($out, $err) = sql($a, "SELECT redlock_acquire('ghost-b', 30000, 20000)");
 like($err, qr/40P01: deadlock detected.*Process 1 of cluster "ghost" waits for "ghost-a", holding "ghost-b"/s,
