@@ -138,12 +138,16 @@ deadlock_build_record(RedlockDeadlockWait *wait)
 	char		number[32];
 	MemoryContext old;
 
-	if (!pg_strong_random(id, sizeof(id)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random wait id")));
-	for (int i = 0; i < WAIT_ID_BYTES; i++)
-		snprintf(&wait->wait_id[i * 2], 3, "%02x", id[i]);
+	/* One id for the whole wait, also when the record is rebuilt (an intent posted). */
+	if (wait->wait_id[0] == '\0')
+	{
+		if (!pg_strong_random(id, sizeof(id)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random wait id")));
+		for (int i = 0; i < WAIT_ID_BYTES; i++)
+			snprintf(&wait->wait_id[i * 2], 3, "%02x", id[i]);
+	}
 
 	old = MemoryContextSwitchTo(wait->context);
 	initStringInfo(&buf);
@@ -383,6 +387,29 @@ redlock_deadlock_check(RedlockDeadlockWait *wait)
 	if (detail)
 		deadlock_withdraw(wait->set, false);
 	return detail;
+}
+
+/*
+ * redlock_deadlock_intends
+ *		The waiting acquire has begun posting a writer's intent (doc/shared.md §3), which
+ *		keeps shared acquires out: from now on shared waiters wait for it, so its record
+ *		says so (kind REDLOCK_WAIT_INTENT, rebuilt at the next check) and a wait that
+ *		held nothing, exempted at its first check, checks again from the next sleep on.
+ *		wait NULL does nothing.  Raises nothing.  doc/deadlock.md §2.
+ */
+void
+redlock_deadlock_intends(RedlockDeadlockWait *wait)
+{
+	if (wait == NULL || wait->kind == REDLOCK_WAIT_INTENT)
+		return;
+	wait->kind = REDLOCK_WAIT_INTENT;
+	if (wait->record)
+	{
+		pfree(wait->record);
+		wait->record = NULL;
+	}
+	if (isinf(wait->next_check_ms))
+		wait->next_check_ms = redlock_clock_ms();
 }
 
 /*

@@ -24,6 +24,7 @@ extern RedlockDeadlockWait *redlock_deadlock_begin(RedlockNodeSet *set,
 												   const char *const *keys, int nkeys,
 												   char kind);
 extern char *redlock_deadlock_check(RedlockDeadlockWait *wait);
+extern void redlock_deadlock_intends(RedlockDeadlockWait *wait);
 extern double redlock_deadlock_next_check_ms(const RedlockDeadlockWait *wait);
 extern void redlock_deadlock_end(RedlockDeadlockWait *wait);
 extern void redlock_deadlock_withdraw_pending(void);

@@ -323,8 +323,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 	/* Queued behind this cluster's waiters: the oldest is woken first (waiters.c). */
 	redlock_retry_begin(&retry, wait_ms, waiter, behind);
 	redlock_retry_watch(&retry, set, keys, nkeys,
-						announce ? REDLOCK_WAIT_PERMIT :
-						may_intend ? REDLOCK_WAIT_INTENT : REDLOCK_WAIT_EXCLUSIVE);
+						announce ? REDLOCK_WAIT_PERMIT : REDLOCK_WAIT_EXCLUSIVE);
 
 	for (;;)
 	{
@@ -451,6 +450,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 			redlock_quorumshared_intent_command(&commands[nsent], intent_key, ttl_ms,
 												intent_ttl_text);
 			nrun = nsent + 1;
+			redlock_retry_intends(&retry);
 		}
 
 		/*

@@ -244,6 +244,18 @@ redlock_retry_watch(RedlockRetry *retry, RedlockNodeSet *set, const char *const 
 }
 
 /*
+ * redlock_retry_intends
+ *		The acquire now posts a writer's intent with each attempt (doc/shared.md §3):
+ *		its deadlock checks count it (redlock_deadlock_intends).  Raises nothing.
+ *		doc/deadlock.md §2.
+ */
+void
+redlock_retry_intends(RedlockRetry *retry)
+{
+	redlock_deadlock_intends(retry->deadlock);
+}
+
+/*
  * redlock_retry_end
  *		Ends the acquire's deadlock checks: its wait record, if it posted one, is taken
  *		back before the acquire returns (deadlock.c's invariant).  Raises what an

@@ -36,6 +36,7 @@ extern void redlock_retry_watch(RedlockRetry *retry, RedlockNodeSet *set,
 								const char *const *keys, int nkeys, char kind);
 extern bool redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt,
 							   double free_in_ms);
+extern void redlock_retry_intends(RedlockRetry *retry);
 extern void redlock_retry_end(RedlockRetry *retry);
 extern bool redlock_held_by_one_client(const RedlockNodeOutcome *set_outcomes,
 									   const RedlockNodeOutcome *get_outcomes, int count,

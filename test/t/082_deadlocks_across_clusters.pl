@@ -15,6 +15,9 @@
 # - A record whose hold is no longer live (the key holds another token) makes no edge.
 # - A session blocked by a cycle it is not on (two ghost waiters' records) waits its
 #   wait out: the cycle's members break it.
+# - Who posts: an exclusive waiter that holds nothing posts no record (it can be on no
+#   cycle); one that holds a lock does, and takes it back; a writer that holds nothing
+#   does once it posts its intent (shared waiters then wait for it).
 
 use strict;
 use warnings;
@@ -168,6 +171,42 @@ for my $i (0 .. 4)
 is($out, 'f', 'blocked by a cycle it is not on (two ghosts): the wait runs out');
 is($err, '', '... with no error');
 $redis->redis_cli($_, 'DEL', $WAITS, 'gc-a', 'gc-b') for 0 .. 4;
+
+
+# --- who posts a record: only a waiter that could be on a cycle ---
+
+# Records in the waits hash while b waits 1.5 s for post-x (alpha's), checks every
+# 200 ms: sampled at 0.8 s, past the first checks.
+sub records_while_waiting
+{
+	my ($lock) = @_;
+	$b->start("SELECT $lock");
+	usleep(800_000);
+	my $seen = records_left();
+	my ($res) = $b->finish;
+	return ($seen, $res);
+}
+sql($b, 'SET redlock.deadlock_timeout = 200');
+($out) = sql($a, "SELECT redlock_acquire('post-x', 30000)");
+is($out, 't', 'alpha holds post-x');
+my ($seen, $res) = records_while_waiting("redlock_acquire('post-x', 30000, 1500)");
+is($seen, '0,0,0,0,0', 'an exclusive waiter that holds nothing posts no record: it can be on no cycle');
+is($res, 'f', '... and its wait runs out');
+($out) = sql($b, "SELECT redlock_acquire('post-own', 30000)");
+is($out, 't', 'beta holds post-own');
+($seen, $res) = records_while_waiting("redlock_acquire('post-x', 30000, 1500)");
+is($seen, '1,1,1,1,1', 'a waiter that holds a lock posts its record on every master');
+is($res, 'f', '... and its wait runs out');
+is(records_left(), '0,0,0,0,0', '... and takes it back');
+sql($b, "SELECT redlock_release('post-own')");
+($out) = sql($a, "SELECT redlock_acquire_shared('post-s', 30000)");
+is($out, 't', 'alpha holds post-s shared');
+($seen, $res) = records_while_waiting("redlock_acquire('post-s', 30000, 1500)");
+is($seen, '1,1,1,1,1',
+	"a writer that holds nothing posts its record once it posts its intent: shared waiters wait for it");
+is($res, 'f', '... and its wait runs out');
+is(records_left(), '0,0,0,0,0', '... and takes it back');
+sql($a, 'SELECT redlock_release_all()');
 
 $_->quit for ($a, $b, $c);
 RedisMasters::no_crash($_) for ($alpha, $beta);
