@@ -32,6 +32,17 @@ redlock_tally_integer(const RedlockNodeOutcome *outcome)
 }
 
 /*
+ * redlock_tally_string
+ *		A RedlockOutcomeTest: a string reply (the inspection and deadlock read scripts
+ *		reply one).  Raises nothing.
+ */
+bool
+redlock_tally_string(const RedlockNodeOutcome *outcome)
+{
+	return outcome->kind == REDLOCK_REPLY_STRING;
+}
+
+/*
  * redlock_tally_zero
  *		A RedlockOutcomeTest: the integer 0, which the release, extend and fencing write
  *		scripts reply where our key is not.  Raises nothing.

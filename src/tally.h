@@ -16,6 +16,7 @@
 typedef bool (*RedlockOutcomeTest) (const RedlockNodeOutcome *outcome);
 
 extern bool redlock_tally_integer(const RedlockNodeOutcome *outcome);
+extern bool redlock_tally_string(const RedlockNodeOutcome *outcome);
 extern bool redlock_tally_zero(const RedlockNodeOutcome *outcome);
 extern bool redlock_tally_one(const RedlockNodeOutcome *outcome);
 extern int	redlock_tally_round(const RedlockNodeOutcome *outcomes, RedlockOutcomeTest accepted,

@@ -188,20 +188,6 @@ deadlock_field(char *field, size_t size)
 			 (int64) MyStartTimestamp);
 }
 
-/* Any integer reply: the master ran the script. */
-static bool
-deadlock_accept_integer(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_INTEGER;
-}
-
-/* A string reply: a master's wait records. */
-static bool
-deadlock_accept_text(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_STRING;
-}
-
 /*
  * How long a record lives (ms): two checks apart, each a retry delay and its jitter
  * late, and a round's time; it is posted again at every check.
@@ -266,7 +252,7 @@ deadlock_read(RedlockDeadlockWait *wait, RedlockWaitGraph *graph)
 
 	memset(&command, 0, sizeof(command));
 	command.need = 0;			/* every master's records count */
-	command.accept = deadlock_accept_text;
+	command.accept = redlock_tally_string;	/* a master's wait records */
 	command.script = &redlock_script_deadlock_read;
 	command.keep_text = true;
 	command.argv[0] = REDLOCK_WAITS_KEY;
@@ -294,7 +280,7 @@ deadlock_withdraw(RedlockNodeSet *set, bool cleanup)
 	outcomes = palloc(sizeof(RedlockNodeOutcome) * Max(count, 1));
 	memset(&command, 0, sizeof(command));
 	command.need = redlock_nodeset_quorum(set);
-	command.accept = deadlock_accept_integer;
+	command.accept = redlock_tally_integer;	/* the master ran the script */
 	command.script = &redlock_script_deadlock_withdraw;
 	command.argv[0] = REDLOCK_WAITS_KEY;
 	command.argv[1] = posted_field;

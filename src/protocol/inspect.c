@@ -211,13 +211,6 @@ inspect_key_command(RedlockCommand *command, const RedlockScript *script, const 
 		command->argvlen[i] = strlen(command->argv[i]);
 }
 
-/* A reply worth reading: a string (each master's report, or a step of a scan). */
-static bool
-inspect_accept_text(const RedlockNodeOutcome *outcome)
-{
-	return outcome->kind == REDLOCK_REPLY_STRING;
-}
-
 /*
  * Parses every master's reply to one read (outcomes: count entries) and decides the
  * lock's state; returns how many masters gave a report.
@@ -304,7 +297,7 @@ inspect_round(RedlockNodeSet *set, const RedlockScript *script, bool early,
 	for (int k = 0; k < n; k++)
 	{
 		inspect_key_command(&commands[k], script, keys[k], NULL);
-		commands[k].accept = inspect_accept_text;
+		commands[k].accept = redlock_tally_string;
 		if (early)
 		{
 			commands[k].decided = inspect_certain;
@@ -471,7 +464,7 @@ redlock_inspect_scan(RedlockNodeSet *set, const char *prefix, int limit, char **
 		failures[i].kind = REDLOCK_REPLY_OK;
 	}
 	inspect_key_command(&command, &redlock_script_scan, prefix, INSPECT_SCAN_COUNT);
-	command.accept = inspect_accept_text;
+	command.accept = redlock_tally_string;
 	command.argv[command.argc] = "0";
 	command.argvlen[command.argc++] = 1;
 	command.node_last_arg = cursors;
@@ -486,7 +479,7 @@ redlock_inspect_scan(RedlockNodeSet *set, const char *prefix, int limit, char **
 
 			if (strcmp(cursors[i], "done") == 0)
 				continue;
-			if (!inspect_accept_text(&outcomes[i]) ||
+			if (!redlock_tally_string(&outcomes[i]) ||
 				!inspect_parse_scan(outcomes[i].text, outcomes[i].text_len, &next,
 									keys, &n, &cap))
 			{
@@ -553,7 +546,7 @@ redlock_inspect_force_release(RedlockNodeSet *set, const char *key, RedlockLockS
 	inspect_key_command(&command, &redlock_script_force_release, key, ttl_text);
 	command.argv[command.argc] = mark_text;
 	command.argvlen[command.argc++] = strlen(mark_text);
-	command.accept = inspect_accept_text;
+	command.accept = redlock_tally_string;
 	redlock_nodes_run(set, &command, 1, false, outcomes);
 	result->answered = inspect_reports(set, outcomes, before, &result->accepted);
 	result->failed = count - result->answered;
