@@ -2,8 +2,8 @@
  *
  * tally.c
  *	  One round's replies counted, written once for the acquire, release and extend
- *	  rounds (quorum.c) and the fencing rounds (fence.c), with the reply tests they
- *	  share (an integer, 0, 1).
+ *	  rounds (quorum.c) and the fencing rounds (fence.c), with the reply tests every
+ *	  round shares (an integer, a string, 0, 1).
  *
  * Invariant: a lock is lost for certain only when more masters than a quorum can spare
  * (node_count - quorum) answered that our key is not there.  Fewer such answers, with
@@ -22,8 +22,8 @@
 
 /*
  * redlock_tally_integer
- *		A RedlockOutcomeTest: an integer reply (every script of ours replies one, and
- *		PTTL).  Raises nothing.
+ *		A RedlockOutcomeTest: an integer reply (the lock scripts reply one, and PTTL).
+ *		Raises nothing.  Not a distlock section: a reply's shape.
  */
 bool
 redlock_tally_integer(const RedlockNodeOutcome *outcome)
@@ -34,7 +34,7 @@ redlock_tally_integer(const RedlockNodeOutcome *outcome)
 /*
  * redlock_tally_string
  *		A RedlockOutcomeTest: a string reply (the inspection and deadlock read scripts
- *		reply one).  Raises nothing.
+ *		reply one).  Raises nothing.  Not a distlock section: a reply's shape.
  */
 bool
 redlock_tally_string(const RedlockNodeOutcome *outcome)

@@ -54,7 +54,8 @@ struct RedlockDeadlockWait
 	double		next_check_ms;	/* redlock_clock_ms() time of the next check */
 	int64		started_us;		/* when the wait began, on this server's clock */
 	char		wait_id[WAIT_ID_BYTES * 2 + 1];
-	char	   *record;			/* built at the first check */
+	char	   *record;			/* built at the first check; again once it
+								 * turns writer (redlock_deadlock_intends) */
 	int			record_len;
 	char	   *seen_signature; /* a cycle whose victim is another member, seen at the
 								 * last check; NULL: none */
@@ -337,7 +338,8 @@ redlock_deadlock_check(RedlockDeadlockWait *wait)
 	/*
 	 * A waiter that holds nothing here blocks nobody (unless it posts a writer's
 	 * intent): no cycle goes through it, and nobody needs its record.  It neither posts
-	 * nor reads, so that a queue of such waiters costs the masters nothing.
+	 * nor reads, so that a queue of such waiters costs the masters nothing, until it
+	 * turns writer (redlock_deadlock_intends checks again).
 	 */
 	if (wait->record == NULL &&
 		deadlock_build_record(wait) == 0 && wait->kind != REDLOCK_WAIT_INTENT)
@@ -377,11 +379,13 @@ redlock_deadlock_check(RedlockDeadlockWait *wait)
 
 /*
  * redlock_deadlock_intends
- *		The waiting acquire has begun posting a writer's intent (doc/shared.md §3), which
- *		keeps shared acquires out: from now on shared waiters wait for it, so its record
- *		says so (kind REDLOCK_WAIT_INTENT, rebuilt at the next check) and a wait that
- *		held nothing, exempted at its first check, checks again from the next sleep on.
- *		wait NULL does nothing.  Raises nothing.  doc/deadlock.md §2.
+ *		wait's acquire saw shared holders and posts a writer's intent from its next
+ *		attempt on (doc/shared.md §3), which keeps shared acquires out: shared waiters
+ *		then wait for it, so its record says so (kind REDLOCK_WAIT_INTENT, rebuilt at
+ *		the next check under the same wait id) and a wait that held nothing, exempted
+ *		at its first check, checks again from its next sleep on.  wait: from
+ *		redlock_deadlock_begin; NULL (no checks) does nothing.  Raises nothing.  Not a
+ *		distlock section: doc/deadlock.md §1.
  */
 void
 redlock_deadlock_intends(RedlockDeadlockWait *wait)
@@ -389,7 +393,7 @@ redlock_deadlock_intends(RedlockDeadlockWait *wait)
 	if (wait == NULL || wait->kind == REDLOCK_WAIT_INTENT)
 		return;
 	wait->kind = REDLOCK_WAIT_INTENT;
-	if (wait->record)
+	if (wait->record != NULL)	/* rebuilt, as kind i, at the next check */
 	{
 		pfree(wait->record);
 		wait->record = NULL;

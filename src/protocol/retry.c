@@ -245,9 +245,11 @@ redlock_retry_watch(RedlockRetry *retry, RedlockNodeSet *set, const char *const 
 
 /*
  * redlock_retry_intends
- *		The acquire now posts a writer's intent with each attempt (doc/shared.md §3):
- *		its deadlock checks count it (redlock_deadlock_intends).  Raises nothing.
- *		doc/deadlock.md §2.
+ *		retry's acquire saw shared holders and posts a writer's intent from its next
+ *		attempt on (doc/shared.md §3): its deadlock checks count it
+ *		(redlock_deadlock_intends); nothing when the wait has no checks (wait_ms 0,
+ *		redlock.deadlock_timeout 0).  Raises nothing.  Not a distlock section:
+ *		doc/deadlock.md §1.
  */
 void
 redlock_retry_intends(RedlockRetry *retry)

@@ -43,9 +43,13 @@ SELECT other_result() AS other_got_a;
 SELECT count(*) AS other_done FROM dblink_get_result('other') AS t(r boolean);
 SELECT other($$SELECT redlock_release('x-a') AND redlock_release('x-b')$$) AS other_released;
 
--- A wait with no cycle: the holder waits for nothing; checks every 300 ms, no error.
+-- A wait with no cycle: the holder waits for nothing.  This session holds a lock of its
+-- own, so it checks (every 300 ms: a waiter that holds nothing is on no cycle and
+-- reads nothing); no error.
 SELECT other($$SELECT redlock_acquire('n-a', 30000)$$) AS other_holds;
+SELECT redlock_acquire('n-own', 30000) AS this_holds_own;
 SELECT try($$SELECT redlock_acquire('n-a', 30000, 1000)$$) AS no_cycle_no_error;
+SELECT redlock_release('n-own') AS this_released;
 SELECT other($$SELECT redlock_release('n-a')$$) AS other_released;
 
 -- With redlock.deadlock_timeout = 0 in both sessions nobody checks: both waits run out.

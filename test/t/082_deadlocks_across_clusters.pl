@@ -167,46 +167,122 @@ for my $i (0 .. 4)
 	$redis->redis_cli($i, 'HSET', $WAITS, "ghost\t1", ghost(1, 'gc-b', 'gc-a', 'tok-1'));
 	$redis->redis_cli($i, 'HSET', $WAITS, "ghost\t2", ghost(2, 'gc-a', 'gc-b', 'tok-2'));
 }
+# It holds a lock of its own: a waiter that holds nothing reads no records at all.
+sql($a, "SELECT redlock_acquire('gc-own', 30000)");
 ($out, $err) = sql($a, "SELECT redlock_acquire('gc-a', 30000, 2500)");
 is($out, 'f', 'blocked by a cycle it is not on (two ghosts): the wait runs out');
 is($err, '', '... with no error');
+sql($a, "SELECT redlock_release('gc-own')");
 $redis->redis_cli($_, 'DEL', $WAITS, 'gc-a', 'gc-b') for 0 .. 4;
 
 
 # --- who posts a record: only a waiter that could be on a cycle ---
 
-# Records in the waits hash while b waits 1.5 s for post-x (alpha's), checks every
-# 200 ms: sampled at 0.8 s, past the first checks.
-sub records_while_waiting
+# b's record on each master: its kind and wait id, as "kind/id" (empty where none).
+sub b_record
 {
-	my ($lock) = @_;
-	$b->start("SELECT $lock");
-	usleep(800_000);
-	my $seen = records_left();
-	my ($res) = $b->finish;
-	return ($seen, $res);
+	my $prefix = "beta\t" . $b->pid . "\t";
+	my @r;
+	for my $i (0 .. 4)
+	{
+		my ($field) = grep { index($_, $prefix) == 0 } split /\n/, $redis->redis_cli($i, 'HKEYS', $WAITS);
+		my $v = defined $field ? $redis->redis_cli($i, 'HGET', $WAITS, $field) : '';
+		my ($body) = $v =~ /^\d+ (.*)$/s;
+		my @f;
+		while (defined $body && $body =~ /^(\d+):/)
+		{
+			push @f, substr($body, length($1) + 1, $1);
+			$body = substr($body, length($1) + 1 + $1);
+		}
+		push @r, @f >= 6 ? "$f[5]/$f[3]" : '';
+	}
+	return join ',', @r;
+}
+# Waits until b is in its acquire's wait, then past three of its checks (every 200 ms).
+sub b_waits_past_checks
+{
+	wait_until(10, sub {
+		my ($w) = $beta->safe_psql('postgres',
+			"SELECT count(*) FROM pg_stat_activity WHERE pid = " . $b->pid
+			  . " AND query LIKE '%redlock_acquire%' AND state = 'active'");
+		return $w eq '1';
+	});
+	usleep(900_000);
 }
 sql($b, 'SET redlock.deadlock_timeout = 200');
+
+# An exclusive waiter that holds nothing: nothing posted, however long it waits.
 ($out) = sql($a, "SELECT redlock_acquire('post-x', 30000)");
 is($out, 't', 'alpha holds post-x');
-my ($seen, $res) = records_while_waiting("redlock_acquire('post-x', 30000, 1500)");
-is($seen, '0,0,0,0,0', 'an exclusive waiter that holds nothing posts no record: it can be on no cycle');
-is($res, 'f', '... and its wait runs out');
+$b->start("SELECT redlock_acquire('post-x', 30000, 4000)");
+b_waits_past_checks();
+is(records_left(), '0,0,0,0,0',
+	'an exclusive waiter that holds nothing posts no record, past three checks: it can be on no cycle');
+($out) = $b->finish;
+is($out, 'f', '... and its wait runs out');
+
+# One that holds a lock posts on every master, and takes it back at the wait's end.
 ($out) = sql($b, "SELECT redlock_acquire('post-own', 30000)");
 is($out, 't', 'beta holds post-own');
-($seen, $res) = records_while_waiting("redlock_acquire('post-x', 30000, 1500)");
-is($seen, '1,1,1,1,1', 'a waiter that holds a lock posts its record on every master');
-is($res, 'f', '... and its wait runs out');
-is(records_left(), '0,0,0,0,0', '... and takes it back');
+$b->start("SELECT redlock_acquire('post-x', 30000, 4000)");
+ok(wait_until(3, sub { records_left() eq '1,1,1,1,1' }),
+	'a waiter that holds a lock posts its record on every master');
+($out) = $b->finish;
+is($out, 'f', '... and its wait runs out');
+ok(wait_until(3, sub { records_left() eq '0,0,0,0,0' }), '... and takes its record back');
+sql($a, "SELECT redlock_release('post-x')");
 sql($b, "SELECT redlock_release('post-own')");
-($out) = sql($a, "SELECT redlock_acquire_shared('post-s', 30000)");
-is($out, 't', 'alpha holds post-s shared');
-($seen, $res) = records_while_waiting("redlock_acquire('post-s', 30000, 1500)");
-is($seen, '1,1,1,1,1',
-	"a writer that holds nothing posts its record once it posts its intent: shared waiters wait for it");
-is($res, 'f', '... and its wait runs out');
-is(records_left(), '0,0,0,0,0', '... and takes it back');
-sql($a, 'SELECT redlock_release_all()');
+
+# A key another client holds (a foreign token), turned into a shared hold (the marker
+# and a reader that holds it for a minute) while b waits for it.
+sub foreign_then_shared
+{
+	my ($key) = @_;
+	$redis->redis_cli($_, 'SET', $key, 'foreign-token', 'PX', '60000') for 0 .. 4;
+	return sub {
+		for my $i (0 .. 4)
+		{
+			my ($t) = $redis->redis_cli($i, 'TIME');
+			my ($sec) = $t =~ /^(\d+)/;
+			my $until = ($sec + 60) * 1000;
+			$redis->redis_cli($i, 'HSET', "$key\xffreaders", 'reader-token', $until, '', $until);
+			$redis->redis_cli($i, 'SET', $key, 'redlock:shared', 'PX', '60000');
+		}
+	};
+}
+
+# A writer that holds nothing is exempt until it posts an intent; then it posts (kind i).
+my $to_shared = foreign_then_shared('post-f');
+$b->start("SELECT redlock_acquire('post-f', 30000, 5000)");
+b_waits_past_checks();
+is(records_left(), '0,0,0,0,0', 'a writer that holds nothing, before any shared holder: no record');
+$to_shared->();
+ok(wait_until(3, sub { b_record() =~ /^(i\/[0-9a-f]{16},){4}i\/[0-9a-f]{16}$/ }),
+	'once it posts its intent (the key went shared) it posts its record, as a writer\'s intent (i): '
+	  . b_record());
+($out) = $b->finish;
+is($out, 'f', '... and its wait runs out');
+ok(wait_until(3, sub { records_left() eq '0,0,0,0,0' }), '... and takes its record back');
+$redis->redis_cli($_, 'DEL', 'post-f', "post-f\xffreaders", "post-f\xffintent") for 0 .. 4;
+
+# A writer that holds a lock: its record says x, then i under the same wait id.
+($out) = sql($b, "SELECT redlock_acquire('post-own', 30000)");
+is($out, 't', 'beta holds post-own again');
+$to_shared = foreign_then_shared('post-g');
+$b->start("SELECT redlock_acquire('post-g', 30000, 5000)");
+ok(wait_until(3, sub { b_record() =~ /^(x\/[0-9a-f]{16},){4}x\/[0-9a-f]{16}$/ }),
+	'a writer that holds a lock posts its record as x before any shared holder');
+my ($id_x) = b_record() =~ /x\/([0-9a-f]{16})/;
+$to_shared->();
+ok(wait_until(3, sub { b_record() =~ /^(i\/[0-9a-f]{16},){4}i\/[0-9a-f]{16}$/ }),
+	'... then as i once it posts its intent');
+my ($id_i) = b_record() =~ /i\/([0-9a-f]{16})/;
+is($id_i, $id_x, '... under the same wait id');
+($out) = $b->finish;
+is($out, 'f', '... and its wait runs out');
+sql($b, "SELECT redlock_release('post-own')");
+ok(wait_until(3, sub { records_left() eq '0,0,0,0,0' }), '... and no record is left');
+$redis->redis_cli($_, 'DEL', 'post-g', "post-g\xffreaders", "post-g\xffintent") for 0 .. 4;
 
 $_->quit for ($a, $b, $c);
 RedisMasters::no_crash($_) for ($alpha, $beta);
