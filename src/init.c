@@ -15,6 +15,7 @@
 #include "redlock.h"
 #include "scripts/scripts.h"
 #include "shared/lockconfig.h"
+#include "shared/patience.h"
 #include "shared/registry.h"
 #include "shared/rolequota.h"
 #include "shared/stats.h"
@@ -40,6 +41,7 @@ _PG_init(void)
 {
 	RedlockGucInit();
 	RedlockStatsInit();
+	RedlockPatienceInit();
 	RedlockScriptsInit();
 	RedlockRegistryInit();
 	RedlockLockConfigInit();

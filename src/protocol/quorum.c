@@ -436,6 +436,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 			redlock_nodes_run(set, undo, nundo, false, outcomes);
 
 		redlock_round_count_attempt(result, kept >= 0, start_ms, ttl_ms, drift_ms);
+		redlock_retry_outcome(&retry, result);
 		if (kept >= 0)
 			break;
 

@@ -262,6 +262,7 @@ redlock_quorumset_acquire_with(RedlockScript *script, RedlockNodeSet *set,
 			redlock_nodes_run(set, undo, nundo, false, outcomes);
 
 		redlock_round_count_attempt(result, won, start_ms, ttl_ms, drift_ms);
+		redlock_retry_outcome(&retry, result);
 		if (won)
 			break;
 		if (!redlock_retry_next(&retry, result, look ? free_in : -1))

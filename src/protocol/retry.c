@@ -19,7 +19,9 @@
  * answer: redlock.timeout, then twice, four times ..., as TCP backs off its
  * retransmission timeout), up to a tenth of the TTL and what is left of
  * redlock.quorum_timeout: a master that answers late but answers is then counted,
- * rather than asked again.  Every attempt is undone before the next (spec §3 step 5),
+ * rather than asked again.  An acquire's first attempt starts at the patience the
+ * cluster learned from its attempts (shared/patience.c: raised by slow attempts,
+ * lowered by quick ones), under the same caps.  Every attempt is undone before the next (spec §3 step 5),
  * and its validity counts the time it took (§3 step 4), so retrying costs the masters
  * one more round, never safety.
  *
@@ -40,6 +42,7 @@
 #include "protocol/deadlock.h"
 #include "protocol/retry.h"
 #include "redlock.h"
+#include "shared/patience.h"
 #include "shared/stats.h"
 #include "tally.h"
 
@@ -187,7 +190,11 @@ redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter, boo
 	retry->waiter = waiter;
 	retry->deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
 	retry->reach_deadline_ms = redlock_clock_ms() + redlock_quorum_timeout_ms;
+	retry->learned = redlock_patience_level();
 	retry->slow_attempts = 0;
+	retry->last_slow = false;
+	retry->attempt_level = 0;
+	retry->attempt_patience_ms = redlock_timeout_ms;
 	retry->seen.announced = retry->seen.direct = 0;
 	retry->waits = wait_ms != 0;
 	retry->deadlock = NULL;
@@ -286,9 +293,8 @@ redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt, double free_in_m
 {
 	double		now = redlock_clock_ms();
 	double		deadline_ms = retry->deadline_ms;
-	bool		slow = retry_slow(attempt);
+	bool		slow = retry->last_slow;
 
-	retry->slow_attempts = slow ? retry->slow_attempts + 1 : 0;
 	if (slow && deadline_ms >= 0)
 		deadline_ms = Max(deadline_ms, retry->reach_deadline_ms);
 	if (deadline_ms >= 0 && now >= deadline_ms)
@@ -304,23 +310,50 @@ redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt, double free_in_m
 /*
  * redlock_retry_timeout_ms
  *		How long (ms) each master may take to answer the next attempt of an acquire
- *		whose TTL is ttl_ms: redlock.timeout, doubled for each slow attempt in a row
- *		(the invariant above), but not past a tenth of the TTL nor what is left
- *		of redlock.quorum_timeout, and never below redlock.timeout (the invariant
- *		above; spec §3 step 2's timeout, backed off).  Raises nothing.
+ *		whose TTL is ttl_ms: redlock.timeout, doubled for each level the cluster
+ *		learned (shared/patience.c) and each slow attempt in a row (the invariant
+ *		above), but not past a tenth of the TTL nor what is left of
+ *		redlock.quorum_timeout, and never below redlock.timeout (spec §3 step 2's
+ *		timeout, backed off).  Keeps the attempt's level and patience in retry for
+ *		redlock_retry_outcome.  Raises nothing.
  */
 int
-redlock_retry_timeout_ms(const RedlockRetry *retry, int ttl_ms)
+redlock_retry_timeout_ms(RedlockRetry *retry, int ttl_ms)
 {
+	int			level = Min(retry->learned + retry->slow_attempts, REDLOCK_PATIENCE_MAX_LEVEL);
 	double		patience = redlock_timeout_ms;
-	double		cap;
 
-	if (retry->slow_attempts == 0)
-		return redlock_timeout_ms;
-	cap = Min(ttl_ms / 10.0, retry->reach_deadline_ms - redlock_clock_ms());
-	for (int k = 0; k < retry->slow_attempts && patience < cap; k++)
-		patience *= 2;
-	return (int) Max(Min(patience, cap), redlock_timeout_ms);
+	if (level > 0)
+	{
+		double		cap = Min(ttl_ms / 10.0, retry->reach_deadline_ms - redlock_clock_ms());
+
+		for (int k = 0; k < level && patience < cap; k++)
+			patience *= 2;
+		patience = Max(Min(patience, cap), redlock_timeout_ms);
+	}
+	retry->attempt_level = level;
+	retry->attempt_patience_ms = patience;
+	return (int) patience;
+}
+
+/*
+ * redlock_retry_outcome
+ *		After attempt (counted: its status, answered and timed-out masters, elapsed_ms):
+ *		whether it was slow (the invariant above; the next attempt's patience
+ *		doubles), and what the cluster learns from it (shared/patience.c's invariant:
+ *		slow raises the level, a quorum's answer within half the patience lowers it).
+ *		Raises nothing.  spec §3 step 2's timeout.
+ */
+void
+redlock_retry_outcome(RedlockRetry *retry, const RedlockResult *attempt)
+{
+	retry->last_slow = retry_slow(attempt);
+	retry->slow_attempts = retry->last_slow ? retry->slow_attempts + 1 : 0;
+	if (retry->last_slow)
+		redlock_patience_slow(retry->attempt_level);
+	else if (redlock_quorum_reached(attempt->answered, attempt->quorum) &&
+			 attempt->elapsed_ms <= retry->attempt_patience_ms / 2)
+		redlock_patience_quick(retry->attempt_level);
 }
 
 /* qsort comparator for doubles, ascending. */

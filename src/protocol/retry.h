@@ -14,7 +14,9 @@
 /*
  * One acquire's attempts and the waits between them (retry.c): every acquire loop
  * (quorum.c, quorumset.c) runs redlock_retry_begin, then per attempt
- * redlock_retry_attempt before it goes out and redlock_retry_next after a refusal.
+ * redlock_retry_attempt and redlock_retry_timeout_ms before it goes out,
+ * redlock_retry_outcome once its outcome is counted, and redlock_retry_next after a
+ * refusal.
  */
 typedef struct RedlockRetry
 {
@@ -22,7 +24,12 @@ typedef struct RedlockRetry
 	double		deadline_ms;	/* redlock_clock_ms() time; < 0: none */
 	double		reach_deadline_ms;	/* until when a slow attempt (retry.c) is
 									 * retried, whatever deadline_ms */
+	int			learned;		/* the cluster's patience level at the start
+								 * (shared/patience.c) */
 	int			slow_attempts;	/* slow attempts in a row, up to the latest */
+	bool		last_slow;		/* the latest attempt was slow */
+	int			attempt_level;	/* the latest attempt's patience level */
+	double		attempt_patience_ms;	/* and its patience, capped */
 	RedlockWakeCount seen;		/* the waiter's wake-ups before the latest attempt */
 	bool		waits;			/* wait_ms is not 0 */
 	struct RedlockDeadlockWait *deadlock;	/* its deadlock checks, or NULL */
@@ -31,7 +38,8 @@ typedef struct RedlockRetry
 extern void redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter,
 								bool behind);
 extern void redlock_retry_attempt(RedlockRetry *retry, RedlockResult *result);
-extern int	redlock_retry_timeout_ms(const RedlockRetry *retry, int ttl_ms);
+extern int	redlock_retry_timeout_ms(RedlockRetry *retry, int ttl_ms);
+extern void redlock_retry_outcome(RedlockRetry *retry, const RedlockResult *attempt);
 extern void redlock_retry_watch(RedlockRetry *retry, RedlockNodeSet *set,
 								const char *const *keys, int nkeys, char kind);
 extern bool redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt,

@@ -238,6 +238,70 @@ $_->quit for $s1, $s2, $s3;
 	$s->quit;
 }
 
+# --- the cluster's patience (src/shared/patience.c): learned from slow attempts, shared
+# by new sessions, given back by quick ones ---
+
+{
+	# Learned by the cluster when the library is preloaded (else by each backend).
+	my $pre = RedisMasters::redlock_node('patience', $redis, "shared_preload_libraries = 'redlock'\n");
+	my $pre_session = sub {
+		my $s = session($pre);
+		sql($s, $_[0]);
+		return $s;
+	};
+
+	# Attempts of ONE acquire in a new session (the cluster's counter: nobody else
+	# acquires meanwhile), while masters 0-2 are frozen FREEZE ms.
+	my $attempts_while_frozen = sub {
+		my ($name, $freeze) = @_;
+		my $s = $pre_session->("SET redlock.timeout = 100; SET redlock.quorum_timeout = '10s'");
+		# Connections open without an attempt (an attempt would teach the cluster).
+		sql($s, "SELECT count(*) FROM redlock_lock_info('$name-warm')");
+		my ($a0) = sql($s, "SELECT attempts FROM redlock_stats()");
+		my @kids = map { $redis->freeze_for($_, $freeze) } 0 .. 2;
+		my ($o, $e, $took) = timed($s, "SELECT redlock_acquire('$name', 30000)");
+		waitpid($_, 0) for @kids;
+		my ($a1) = sql($s, "SELECT attempts FROM redlock_stats()");
+		is($o, 't', sprintf("patience: $name: acquired with masters 0-2 frozen $freeze ms (%.2f s)", $took))
+		  or diag($e);
+		sql($s, "SELECT redlock_release('$name')");
+		$s->quit;
+		return $a1 - $a0;
+	};
+	# Quick attempts in a row give the learned level back (one step each).
+	my $quick = sub {
+		my $s = $pre_session->("SET redlock.timeout = 100");
+		sql($s, "SELECT count(*) FROM generate_series(1, 15) g WHERE redlock_acquire('quick-' || g, 30000) AND redlock_release('quick-' || g)");
+		$s->quit;
+	};
+
+	$quick->();
+	# Unlearned (the control): 100 ms, then 200: the first attempt times out.
+	my $n = $attempts_while_frozen->('patience-cold', 250);
+	cmp_ok($n, '>=', 2, "patience: at redlock.timeout (100 ms), 250 ms of frozen masters cost a new session $n attempts");
+
+	# A longer freeze teaches the cluster: attempts of 100, 200, 400 ms, each slow one a
+	# level up (their random retry delays, up to the attempt's own time, end the third
+	# by 1,000 ms); the fourth, answered, lowers it at most one step: 400 ms or more.
+	$quick->();
+	$n = $attempts_while_frozen->('patience-teach', 1200);
+	cmp_ok($n, '>=', 3, "patience: 1,200 ms of frozen masters took $n attempts (the cluster learns each slow one)");
+
+	# Learned: a new backend's first attempt waits 400 ms or more.
+	$n = $attempts_while_frozen->('patience-learned', 250);
+	is($n, 1, 'patience: learned: another new session rides out the same 250 ms in one attempt');
+
+	# Given back: quick attempts lower the level to redlock.timeout again.
+	$quick->();
+	$n = $attempts_while_frozen->('patience-given-back', 250);
+	cmp_ok($n, '>=', 2, "patience: after quick attempts a new session is back at redlock.timeout ($n attempts)");
+	$quick->();
+	is($redis->holding('patience-cold', 0, 10) + $redis->holding('patience-learned', 0, 10), 0,
+		'patience: every attempt undone or released on every master');
+	RedisMasters::no_crash($pre);
+	$pre->stop;
+}
+
 # --- with AUTH, a new connection's commands wait for its handshake, which is kept ---
 
 {
