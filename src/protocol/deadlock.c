@@ -29,6 +29,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "port.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -146,8 +147,8 @@ deadlock_build_record(RedlockDeadlockWait *wait)
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("could not generate a random wait id")));
-		for (int i = 0; i < WAIT_ID_BYTES; i++)
-			snprintf(&wait->wait_id[i * 2], 3, "%02x", id[i]);
+		hex_encode((const char *) id, WAIT_ID_BYTES, wait->wait_id);
+		wait->wait_id[WAIT_ID_BYTES * 2] = '\0';
 	}
 
 	old = MemoryContextSwitchTo(wait->context);

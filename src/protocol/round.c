@@ -12,6 +12,7 @@
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 
 #include "protocol/holder.h"
 #include "protocol/quorumshared.h"
@@ -50,7 +51,6 @@ static int	round_random_pid = 0;	/* MyProcPid when drawn */
 void
 redlock_new_token(char *token)
 {
-	static const char hex[] = "0123456789abcdef";
 	const uint8 *bytes;
 
 	if (round_random_used + REDLOCK_TOKEN_BYTES > (int) sizeof(round_random) ||
@@ -63,11 +63,7 @@ redlock_new_token(char *token)
 	}
 	bytes = round_random + round_random_used;
 	round_random_used += REDLOCK_TOKEN_BYTES;
-	for (int i = 0; i < REDLOCK_TOKEN_BYTES; i++)
-	{
-		token[i * 2] = hex[bytes[i] >> 4];
-		token[i * 2 + 1] = hex[bytes[i] & 0x0f];
-	}
+	hex_encode((const char *) bytes, REDLOCK_TOKEN_BYTES, token);
 	token[REDLOCK_TOKEN_LEN] = '\0';
 }
 

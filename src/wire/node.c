@@ -31,6 +31,7 @@
 #include "postgres.h"
 
 #include "common/cryptohash.h"
+#include "utils/builtins.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
@@ -75,8 +76,8 @@ node_script_hash(RedlockScript *script, bool loading)
 		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
 		elog(ERROR, "could not compute SHA-1 of a redlock script");
 	pg_cryptohash_free(ctx);
-	for (int i = 0; i < 20; i++)
-		snprintf(script->sha1 + i * 2, 3, "%02x", digest[i]);
+	hex_encode((const char *) digest, sizeof(digest), script->sha1);
+	script->sha1[sizeof(digest) * 2] = '\0';
 	if (temporary)
 	{
 		CurrentResourceOwner = NULL;
