@@ -508,6 +508,18 @@ lc_messages = 'C'
 	return $node;
 }
 
+# Clusters named NAMES (cluster_name too) on REDIS's masters, the library preloaded (so
+# the worker runs and the counters and the patience are cluster-wide), ROOMY_CONF's
+# timeouts plus EXTRA_CONF (may be undef); returns their nodes, started, in NAMES' order.
+sub preloaded_clusters
+{
+	my ($redis, $extra_conf, @names) = @_;
+	return map {
+		redlock_node($_, $redis,
+			$ROOMY_CONF . "shared_preload_libraries = 'redlock'\ncluster_name = '$_'\n" . ($extra_conf // ''))
+	} @names;
+}
+
 # Passes when NODE's server log shows no backend that died of a signal other than
 # SIGKILL (which tests send on purpose).
 sub no_crash

@@ -27,13 +27,7 @@ use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my %node;
-for my $name (qw(alpha beta))
-{
-	$node{$name} = RedisMasters::redlock_node($name, $redis,
-		$RedisMasters::ROOMY_CONF . "shared_preload_libraries = 'redlock'\ncluster_name = '$name'\n");
-}
-my ($alpha, $beta) = @node{qw(alpha beta)};
+my ($alpha, $beta) = RedisMasters::preloaded_clusters($redis, undef, qw(alpha beta));
 my ($a1, $a2, $b1, $b2) = (session($alpha), session($alpha), session($beta), session($beta));
 my ($out, $err);
 

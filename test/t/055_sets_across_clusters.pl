@@ -26,13 +26,7 @@ use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my %node;
-for my $name (qw(alpha beta))
-{
-	$node{$name} = RedisMasters::redlock_node($name, $redis,
-		$RedisMasters::ROOMY_CONF . "shared_preload_libraries = 'redlock'\ncluster_name = '$name'\n");
-}
-my ($alpha, $beta) = @node{qw(alpha beta)};
+my ($alpha, $beta) = RedisMasters::preloaded_clusters($redis, undef, qw(alpha beta));
 my ($a1, $a2, $b1, $b2) = (session($alpha), session($alpha), session($beta), session($beta));
 my ($out, $err);
 
@@ -239,5 +233,5 @@ $redis->redis_cli($_, 'DEL', 'acct-6', 'acct-8', 'acct-13') for 0 .. 4;
 # Only the fencing counter of acct-61 is left.
 my @dbsize = $redis->wait_all(5, sub { !grep { $_ ne '1' } @_ }, 'DBSIZE');
 is(join(',', @dbsize), '1,1,1,1,1', 'every lock key and holder record gone; one fencing counter left on each master');
-RedisMasters::no_crash($_) for values %node;
+RedisMasters::no_crash($_) for $alpha, $beta;
 done_testing();

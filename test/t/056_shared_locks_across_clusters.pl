@@ -25,13 +25,7 @@ use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my %node;
-for my $name (qw(alpha beta))
-{
-	$node{$name} = RedisMasters::redlock_node($name, $redis,
-		$RedisMasters::ROOMY_CONF . "shared_preload_libraries = 'redlock'\ncluster_name = '$name'\n");
-}
-my ($alpha, $beta) = @node{qw(alpha beta)};
+my ($alpha, $beta) = RedisMasters::preloaded_clusters($redis, undef, qw(alpha beta));
 my ($a1, $a2, $b1, $b2) = (session($alpha), session($alpha), session($beta), session($beta));
 my ($out, $err);
 my $readers = "\xffreaders";
@@ -300,5 +294,5 @@ $_->quit for ($a1, $a2, $b1, $b2, $job, $writer, $doomed);
 my @dbsize = $redis->wait_all(5, sub { join(',', @_) eq '1,1,1,0,0' }, 'DBSIZE');
 is(join(',', @dbsize), '1,1,1,0,0',
 	'every key, hash and intent gone from every master; the fencing counter left on masters 0-2');
-RedisMasters::no_crash($_) for values %node;
+RedisMasters::no_crash($_) for $alpha, $beta;
 done_testing();

@@ -243,7 +243,7 @@ $_->quit for $s1, $s2, $s3;
 
 {
 	# Learned by the cluster when the library is preloaded (else by each backend).
-	my $pre = RedisMasters::redlock_node('patience', $redis, "shared_preload_libraries = 'redlock'\n");
+	my ($pre) = RedisMasters::preloaded_clusters($redis, undef, 'patience');
 	my $pre_session = sub {
 		my $s = session($pre);
 		sql($s, $_[0]);

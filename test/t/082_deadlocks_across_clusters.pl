@@ -31,13 +31,7 @@ use PsqlSession qw(session sql wait_until);
 use RedisMasters;
 
 my $redis = RedisMasters->new(5);
-my %node;
-for my $name (qw(alpha beta))
-{
-	$node{$name} = RedisMasters::redlock_node($name, $redis,
-		$RedisMasters::ROOMY_CONF . "shared_preload_libraries = 'redlock'\ncluster_name = '$name'\n");
-}
-my ($alpha, $beta) = @node{qw(alpha beta)};
+my ($alpha, $beta) = RedisMasters::preloaded_clusters($redis, undef, qw(alpha beta));
 my $WAITS = "\xffredlock-waits";
 
 # Records left in the waits hash, on every master: a list of counts.
