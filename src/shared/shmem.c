@@ -23,8 +23,8 @@
 #include "shared/shmem.h"
 
 /*
- * Areas the modules register: stats, registry, lock configurations, waiters, role quotas,
- * watches, and room for more.
+ * Areas the modules register: stats, patience, registry, lock configurations, waiters,
+ * role quotas, watches, and room for more.
  */
 #define SHMEM_MAX_AREAS 12
 

@@ -12,8 +12,8 @@
 #include "storage/lwlock.h"
 
 /*
- * One area of shared memory a module keeps (stats, registry, lock configurations, waiters,
- * role quotas).
+ * One area of shared memory a module keeps (stats, patience, registry, lock configurations,
+ * waiters, role quotas, watches).
  */
 typedef struct RedlockShmemArea
 {
