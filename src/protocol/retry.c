@@ -19,9 +19,11 @@
  * answer: redlock.timeout, then twice, four times ..., as TCP backs off its
  * retransmission timeout), up to a tenth of the TTL and what is left of
  * redlock.quorum_timeout: a master that answers late but answers is then counted,
- * rather than asked again.  An acquire's first attempt starts at the patience the
- * cluster learned from its attempts (shared/patience.c: raised by slow attempts,
- * lowered by quick ones), under the same caps.  Every attempt is undone before the next (spec §3 step 5),
+ * rather than asked again.  An acquire's attempts after a busy one or none start at
+ * the patience the cluster learned from its attempts (shared/patience.c: raised by
+ * slow attempts, lowered by quick ones), under the same caps: so even a try-lock's
+ * one attempt may wait for its masters longer than redlock.timeout, but never past
+ * redlock.quorum_timeout after the acquire began nor a tenth of the TTL.  Every attempt is undone before the next (spec §3 step 5),
  * and its validity counts the time it took (§3 step 4), so retrying costs the masters
  * one more round, never safety.
  *
@@ -190,10 +192,10 @@ redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter, boo
 	retry->waiter = waiter;
 	retry->deadline_ms = wait_ms < 0 ? -1 : redlock_clock_ms() + wait_ms;
 	retry->reach_deadline_ms = redlock_clock_ms() + redlock_quorum_timeout_ms;
-	retry->learned = redlock_patience_level();
+	retry->learned = 0;			/* read before each first attempt */
 	retry->slow_attempts = 0;
 	retry->last_slow = false;
-	retry->attempt_level = 0;
+	retry->attempt_level = retry->attempt_reached = 0;
 	retry->attempt_patience_ms = redlock_timeout_ms;
 	retry->seen.announced = retry->seen.direct = 0;
 	retry->waits = wait_ms != 0;
@@ -320,18 +322,24 @@ redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt, double free_in_m
 int
 redlock_retry_timeout_ms(RedlockRetry *retry, int ttl_ms)
 {
-	int			level = Min(retry->learned + retry->slow_attempts, REDLOCK_PATIENCE_MAX_LEVEL);
+	int			level;
+	int			reached = 0;
 	double		patience = redlock_timeout_ms;
 
+	/* Not after a slow attempt: what the cluster learned meanwhile (a long wait). */
+	if (retry->slow_attempts == 0)
+		retry->learned = redlock_patience_level();
+	level = Min(retry->learned + retry->slow_attempts, REDLOCK_PATIENCE_MAX_LEVEL);
 	if (level > 0)
 	{
 		double		cap = Min(ttl_ms / 10.0, retry->reach_deadline_ms - redlock_clock_ms());
 
-		for (int k = 0; k < level && patience < cap; k++)
+		for (; reached < level && patience < cap; reached++)
 			patience *= 2;
 		patience = Max(Min(patience, cap), redlock_timeout_ms);
 	}
 	retry->attempt_level = level;
+	retry->attempt_reached = reached;
 	retry->attempt_patience_ms = patience;
 	return (int) patience;
 }
@@ -341,7 +349,8 @@ redlock_retry_timeout_ms(RedlockRetry *retry, int ttl_ms)
  *		After attempt (counted: its status, answered and timed-out masters, elapsed_ms):
  *		whether it was slow (the invariant above; the next attempt's patience
  *		doubles), and what the cluster learns from it (shared/patience.c's invariant:
- *		slow raises the level, a quorum's answer within half the patience lowers it).
+ *		slow raises the level one above what the attempt's capped patience reached,
+ *		a quorum's answer within half the patience lowers it from the attempt's level).
  *		Raises nothing.  spec §3 step 2's timeout.
  */
 void
@@ -350,7 +359,7 @@ redlock_retry_outcome(RedlockRetry *retry, const RedlockResult *attempt)
 	retry->last_slow = retry_slow(attempt);
 	retry->slow_attempts = retry->last_slow ? retry->slow_attempts + 1 : 0;
 	if (retry->last_slow)
-		redlock_patience_slow(retry->attempt_level);
+		redlock_patience_slow(retry->attempt_reached);
 	else if (redlock_quorum_reached(attempt->answered, attempt->quorum) &&
 			 attempt->elapsed_ms <= retry->attempt_patience_ms / 2)
 		redlock_patience_quick(retry->attempt_level);

@@ -24,11 +24,13 @@ typedef struct RedlockRetry
 	double		deadline_ms;	/* redlock_clock_ms() time; < 0: none */
 	double		reach_deadline_ms;	/* until when a slow attempt (retry.c) is
 									 * retried, whatever deadline_ms */
-	int			learned;		/* the cluster's patience level at the start
+	int			learned;		/* the cluster's patience level, read before each
+								 * attempt that follows none or a busy one
 								 * (shared/patience.c) */
 	int			slow_attempts;	/* slow attempts in a row, up to the latest */
 	bool		last_slow;		/* the latest attempt was slow */
 	int			attempt_level;	/* the latest attempt's patience level */
+	int			attempt_reached;	/* the level its capped patience reached */
 	double		attempt_patience_ms;	/* and its patience, capped */
 	RedlockWakeCount seen;		/* the waiter's wake-ups before the latest attempt */
 	bool		waits;			/* wait_ms is not 0 */

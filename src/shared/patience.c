@@ -20,7 +20,10 @@
  * §3 step 4), so no lock's safety depends on it.
  *
  * The level is one atomic in shared memory when the library is preloaded, else this
- * backend's (a new backend then starts at 0).
+ * backend's (a new backend then starts at 0).  It has no unit: a session whose
+ * redlock.timeout is twice another's waits twice as long at the same level, and
+ * every session's attempts teach it, also those of a session whose
+ * redlock.quorum_timeout of 0 keeps its own attempts at redlock.timeout.
  *
  *-------------------------------------------------------------------------
  */
