@@ -23,9 +23,10 @@
  * the patience the cluster learned from its attempts (shared/patience.c: raised by
  * slow attempts, lowered by quick ones), under the same caps: so even a try-lock's
  * one attempt may wait for its masters longer than redlock.timeout, but never past
- * redlock.quorum_timeout after the acquire began nor a tenth of the TTL.  Every attempt is undone before the next (spec §3 step 5),
- * and its validity counts the time it took (§3 step 4), so retrying costs the masters
- * one more round, never safety.
+ * redlock.quorum_timeout after the acquire began nor a tenth of the TTL.  Every
+ * attempt is undone before the next (spec §3 step 5), and its validity counts the
+ * time it took (§3 step 4), so retrying costs the masters one more round, never
+ * safety.
  *
  *-------------------------------------------------------------------------
  */
@@ -194,8 +195,7 @@ redlock_retry_begin(RedlockRetry *retry, int wait_ms, RedlockWaiter *waiter, boo
 	retry->reach_deadline_ms = redlock_clock_ms() + redlock_quorum_timeout_ms;
 	retry->learned = 0;			/* read before each first attempt */
 	retry->slow_attempts = 0;
-	retry->last_slow = false;
-	retry->attempt_level = retry->attempt_reached = 0;
+	retry->attempt_reached = 0;
 	retry->attempt_patience_ms = redlock_timeout_ms;
 	retry->seen.announced = retry->seen.direct = 0;
 	retry->waits = wait_ms != 0;
@@ -295,7 +295,7 @@ redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt, double free_in_m
 {
 	double		now = redlock_clock_ms();
 	double		deadline_ms = retry->deadline_ms;
-	bool		slow = retry->last_slow;
+	bool		slow = retry->slow_attempts > 0;	/* the latest (redlock_retry_outcome) */
 
 	if (slow && deadline_ms >= 0)
 		deadline_ms = Max(deadline_ms, retry->reach_deadline_ms);
@@ -309,6 +309,13 @@ redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt, double free_in_m
 	return attempt->deadlock == NULL;
 }
 
+/* The patience level of the attempt about to go out, or just counted. */
+static int
+retry_level(const RedlockRetry *retry)
+{
+	return Min(retry->learned + retry->slow_attempts, REDLOCK_PATIENCE_MAX_LEVEL);
+}
+
 /*
  * redlock_retry_timeout_ms
  *		How long (ms) each master may take to answer the next attempt of an acquire
@@ -316,8 +323,8 @@ redlock_retry_next(RedlockRetry *retry, RedlockResult *attempt, double free_in_m
  *		learned (shared/patience.c) and each slow attempt in a row (the invariant
  *		above), but not past a tenth of the TTL nor what is left of
  *		redlock.quorum_timeout, and never below redlock.timeout (spec §3 step 2's
- *		timeout, backed off).  Keeps the attempt's level and patience in retry for
- *		redlock_retry_outcome.  Raises nothing.
+ *		timeout, backed off).  Keeps the level its capped patience reached, and the
+ *		patience, in retry for redlock_retry_outcome.  Raises nothing.
  */
 int
 redlock_retry_timeout_ms(RedlockRetry *retry, int ttl_ms)
@@ -329,7 +336,7 @@ redlock_retry_timeout_ms(RedlockRetry *retry, int ttl_ms)
 	/* Not after a slow attempt: what the cluster learned meanwhile (a long wait). */
 	if (retry->slow_attempts == 0)
 		retry->learned = redlock_patience_level();
-	level = Min(retry->learned + retry->slow_attempts, REDLOCK_PATIENCE_MAX_LEVEL);
+	level = retry_level(retry);
 	if (level > 0)
 	{
 		double		cap = Min(ttl_ms / 10.0, retry->reach_deadline_ms - redlock_clock_ms());
@@ -338,7 +345,6 @@ redlock_retry_timeout_ms(RedlockRetry *retry, int ttl_ms)
 			patience *= 2;
 		patience = Max(Min(patience, cap), redlock_timeout_ms);
 	}
-	retry->attempt_level = level;
 	retry->attempt_reached = reached;
 	retry->attempt_patience_ms = patience;
 	return (int) patience;
@@ -356,13 +362,18 @@ redlock_retry_timeout_ms(RedlockRetry *retry, int ttl_ms)
 void
 redlock_retry_outcome(RedlockRetry *retry, const RedlockResult *attempt)
 {
-	retry->last_slow = retry_slow(attempt);
-	retry->slow_attempts = retry->last_slow ? retry->slow_attempts + 1 : 0;
-	if (retry->last_slow)
+	int			level = retry_level(retry);	/* before slow_attempts moves */
+
+	if (retry_slow(attempt))
+	{
+		retry->slow_attempts++;
 		redlock_patience_slow(retry->attempt_reached);
-	else if (redlock_quorum_reached(attempt->answered, attempt->quorum) &&
-			 attempt->elapsed_ms <= retry->attempt_patience_ms / 2)
-		redlock_patience_quick(retry->attempt_level);
+		return;
+	}
+	retry->slow_attempts = 0;
+	if (redlock_quorum_reached(attempt->answered, attempt->quorum) &&
+		attempt->elapsed_ms <= retry->attempt_patience_ms / 2)
+		redlock_patience_quick(level);
 }
 
 /* qsort comparator for doubles, ascending. */

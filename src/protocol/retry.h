@@ -28,9 +28,8 @@ typedef struct RedlockRetry
 								 * attempt that follows none or a busy one
 								 * (shared/patience.c) */
 	int			slow_attempts;	/* slow attempts in a row, up to the latest */
-	bool		last_slow;		/* the latest attempt was slow */
-	int			attempt_level;	/* the latest attempt's patience level */
-	int			attempt_reached;	/* the level its capped patience reached */
+	int			attempt_reached;	/* the level the latest attempt's capped
+									 * patience reached */
 	double		attempt_patience_ms;	/* and its patience, capped */
 	RedlockWakeCount seen;		/* the waiter's wake-ups before the latest attempt */
 	bool		waits;			/* wait_ms is not 0 */
