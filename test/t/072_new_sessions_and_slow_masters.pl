@@ -306,9 +306,32 @@ $_->quit for $s1, $s2, $s3;
 	$quick->();
 	$n = $attempts_while_frozen->('patience-given-back', 250);
 	cmp_ok($n, '>=', 2, "patience: after quick attempts a new session is back at redlock.timeout ($n attempts)");
+	# Capped: a slow attempt teaches the level its patience reached, plus one.  A TTL of
+	# 1,000 ms caps every attempt at 100 ms (a tenth of it), level 0, however many slow
+	# attempts a second of frozen masters costs: the cluster learns level 1, not one more
+	# level per attempt (which would make the next session's first attempt wait 800 ms or
+	# more and ride out 600 ms of frozen masters in one).
 	$quick->();
-	is(join(',', map { $redis->holding($_, 0, 10) } qw(patience-cold patience-teach patience-learned patience-given-back)),
-		'0,0,0,0', 'patience: every attempt undone or released on every master');
+	{
+		my $s = $pre_session->("SET redlock.timeout = 100; SET redlock.quorum_timeout = '10s'");
+		sql($s, "SELECT count(*) FROM redlock_lock_info('patience-short-warm')");
+		my ($a0) = sql($s, "SELECT attempts FROM redlock_stats()");
+		my @kids = map { $redis->freeze_for($_, 1000) } 0 .. 2;
+		my ($o, $e) = sql($s, "SELECT redlock_acquire('patience-short', 1000) AND redlock_release('patience-short')");
+		waitpid($_, 0) for @kids;
+		my ($a1) = sql($s, "SELECT attempts FROM redlock_stats()");
+		is($o, 't', 'patience: a try-lock with a TTL of 1,000 ms acquires after 1,000 ms of frozen masters')
+		  or diag($e);
+		cmp_ok($a1 - $a0, '>=', 4, sprintf('... after %d attempts of 100 ms (a tenth of its TTL)', $a1 - $a0));
+		$s->quit;
+	}
+	$n = $attempts_while_frozen->('patience-capped', 600);
+	cmp_ok($n, '>=', 2,
+		"patience: short TTLs' slow attempts taught one level: 600 ms of frozen masters cost the next session $n attempts (200 ms, then 400)");
+
+	$quick->();
+	is(join(',', map { $redis->holding($_, 0, 10) } qw(patience-cold patience-teach patience-learned patience-given-back patience-short patience-capped)),
+		'0,0,0,0,0,0', 'patience: every attempt undone or released on every master');
 	RedisMasters::no_crash($pre);
 	$pre->stop;
 }
