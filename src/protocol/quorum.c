@@ -332,6 +332,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		double		free_in = -1;
 		int			kept = -1;
 		int			nundo = 0;
+		int			patience_ms;
 		bool		shared_seen;
 
 		redlock_new_token(token);
@@ -352,15 +353,12 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 				command[layout.look].argvlen[2] = record_value.len;
 			}
 		}
-		if (intent_key)
-		{
-			commands[nsent].argv[2] = token;
-			commands[nsent].argvlen[2] = strlen(token);
-		}
 		redlock_retry_attempt(&retry, result);
+		patience_ms = redlock_retry_timeout_ms(&retry, ttl_ms);
+		if (intent_key)
+			redlock_quorumshared_intent_attempt(&commands[nsent], token, ttl_ms, patience_ms);
 		start_ms = redlock_clock_ms();
-		redlock_nodes_run_within(set, commands, nrun, redlock_retry_timeout_ms(&retry, ttl_ms),
-								 outcomes);
+		redlock_nodes_run_within(set, commands, nrun, patience_ms, outcomes);
 		now = redlock_clock_ms();
 		result->elapsed_ms = now - start_ms;
 
@@ -448,7 +446,7 @@ redlock_quorum_acquire_one_of(RedlockNodeSet *set, const char *const *keys, int 
 		if (shared_seen)
 		{
 			intent_key = psprintf("%s" REDLOCK_INTENT_KEY_SUFFIX, keys[0]);
-			redlock_quorumshared_intent_command(&commands[nsent], intent_key, ttl_ms,
+			redlock_quorumshared_intent_command(&commands[nsent], intent_key,
 												intent_ttl_text);
 			nrun = nsent + 1;
 			redlock_retry_intends(&retry);

@@ -82,26 +82,15 @@ redlock_quorumshared_seen(const RedlockNodeOutcome *gets, int count)
  * redlock_quorumshared_intent_command
  *		Fills command with a waiting exclusive acquire's intent on intent_key (the
  *		resource's key and REDLOCK_INTENT_KEY_SUFFIX): SET intent_key token PX ms, which
- *		nobody waits for; the caller puts each attempt's token in argv[2] (the intent
- *		then names the attempt, whose undo of it, quorum.c, deletes only its own).
- *		doc/shared.md §3.
- *
- * The intent needs to outlive only the gap until the acquire's next attempt renews it:
- * a retry delay with its jitter, an attempt's time (a master's timeout, or a connect)
- * and a deadlock check's three rounds between them (protocol/deadlock.c), twice over;
- * never more than the lock's TTL, ttl_ms.  So a writer cut short (cancelled, killed)
- * keeps new shared holders out that long at most.  ttl_text: a
- * buffer of 16 bytes, kept by the caller while the command is used.  Raises nothing.
+ *		nobody waits for.  Each attempt then puts its token and TTL in it
+ *		(redlock_quorumshared_intent_attempt).  ttl_text: a buffer of 16 bytes, kept by
+ *		the caller while the command is used.  doc/shared.md §3.  Raises nothing.
  */
 void
 redlock_quorumshared_intent_command(RedlockCommand *command, const char *intent_key,
-									int ttl_ms, char *ttl_text)
+									char *ttl_text)
 {
-	int			gap_ms = redlock_retry_delay_ms + redlock_retry_jitter_ms +
-		redlock_timeout_ms + redlock_connect_timeout_ms +
-		(redlock_deadlock_timeout_ms > 0 ? 3 * redlock_timeout_ms : 0);
-
-	snprintf(ttl_text, 16, "%d", Min(ttl_ms, 2 * gap_ms));
+	ttl_text[0] = '\0';
 	memset(command, 0, sizeof(*command));
 	command->need = -1;
 	command->accept = redlock_tally_one;
@@ -113,4 +102,35 @@ redlock_quorumshared_intent_command(RedlockCommand *command, const char *intent_
 	command->argv[4] = ttl_text;
 	for (int i = 0; i < command->argc; i++)
 		command->argvlen[i] = strlen(command->argv[i]);
+}
+
+/*
+ * redlock_quorumshared_intent_attempt
+ *		Readies command (redlock_quorumshared_intent_command) for the attempt whose
+ *		token is token (kept by the caller while the command is used) and whose
+ *		masters may each take patience_ms (ms, redlock_retry_timeout_ms) to answer: the
+ *		intent then names the attempt, whose undo of it (quorum.c) deletes only its own,
+ *		and lives ttl_ms (ms) at most.  doc/shared.md §3.  Raises nothing.
+ *
+ * The intent needs to outlive only the gap until the acquire's next attempt renews it:
+ * a retry delay with its jitter, an attempt's time (this one's patience, or a connect)
+ * and a deadlock check's three rounds between them (protocol/deadlock.c), twice over
+ * (a slow attempt's successor waits twice as long); never more than the lock's TTL.
+ * So a writer cut short (cancelled, killed) keeps new shared holders out that long at
+ * most, and a writer whose masters are slow does not see its intent expire between
+ * its attempts.
+ */
+void
+redlock_quorumshared_intent_attempt(RedlockCommand *command, const char *token, int ttl_ms,
+									int patience_ms)
+{
+	int			gap_ms = redlock_retry_delay_ms + redlock_retry_jitter_ms +
+		patience_ms + redlock_connect_timeout_ms +
+		(redlock_deadlock_timeout_ms > 0 ? 3 * redlock_timeout_ms : 0);
+	char	   *ttl_text = unconstify(char *, command->argv[4]);
+
+	command->argv[2] = token;
+	command->argvlen[2] = strlen(token);
+	snprintf(ttl_text, 16, "%d", Min(ttl_ms, 2 * gap_ms));
+	command->argvlen[4] = strlen(ttl_text);
 }

@@ -43,7 +43,8 @@ extern void redlock_quorum_acquire_shared(RedlockNodeSet *set, const char *key,
 										  RedlockResult *result);
 extern bool redlock_quorumshared_seen(const RedlockNodeOutcome *gets, int count);
 extern void redlock_quorumshared_intent_command(RedlockCommand *command,
-												const char *intent_key, int ttl_ms,
-												char *ttl_text);
+												const char *intent_key, char *ttl_text);
+extern void redlock_quorumshared_intent_attempt(RedlockCommand *command, const char *token,
+												int ttl_ms, int patience_ms);
 
 #endif							/* REDLOCK_QUORUMSHARED_H */

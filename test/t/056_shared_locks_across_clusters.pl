@@ -187,6 +187,37 @@ ok(wait_until(10, sub { masters_with("ledger$intent") eq '' }),
 cmp_ok(time - $t_cancel, '<', 2, sprintf('... within %.1f s: its TTL', time - $t_cancel));
 ($out) = sql($b1, "SELECT redlock_acquire_shared('ledger', 60000)");
 is($out, 't', 'beta: a shared acquire is admitted again');
+
+# A writer whose masters are slow: each attempt's intent lives twice the gap with that
+# attempt's patience in it (the timeout doubles with each slow attempt: 50, 100, 200,
+# 400, 800 ms), not redlock.timeout's (2 x (100 + 0 + 50 + 200 + 150) = 1,000 ms here),
+# which would let it expire between attempts.  Masters 0-2 frozen 2 s; 3 and 4 answer
+# (busy: b1's shared hold), so each attempt is slow and is retried.
+my $slow_writer = session($beta);
+sql($slow_writer, "SET redlock.retry_delay = 100; SET redlock.retry_jitter = 0; SET redlock.timeout = 50; SET redlock.connect_timeout = 200; SET redlock.quorum_timeout = '10s'");
+my $slow_pid = $slow_writer->pid;
+my @kids = map { $redis->freeze_for($_, 2000) } 0 .. 2;
+$slow_writer->start("SELECT redlock_acquire('ledger', 30000, 30000)");
+my $longest = 0;
+my $t_freeze = time;
+while (time - $t_freeze < 2.2)
+{
+	for my $m (3, 4)
+	{
+		my $pttl = $redis->redis_cli($m, 'PTTL', "ledger$intent");
+		$longest = $pttl if $pttl =~ /^\d+$/ && $pttl > $longest;
+	}
+	usleep(20_000);
+}
+waitpid($_, 0) for @kids;
+cmp_ok($longest, '>', 1400,
+	"beta: a writer's intent on slow masters lives as its attempts wait (longest PTTL seen $longest ms; 1,000 at redlock.timeout)");
+$beta->safe_psql('postgres', "SELECT pg_cancel_backend($slow_pid)");
+($out, $err) = $slow_writer->finish;
+like($err, qr/57014/, '... the writer cancelled (57014)');
+ok(wait_until(10, sub { masters_with("ledger$intent") eq '' }),
+	'... its intent is gone from every master');
+$slow_writer->quit;
 sql($b1, "SELECT redlock_release('ledger')");
 sql($a2, "SELECT redlock_release('ledger')");
 
