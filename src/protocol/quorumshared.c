@@ -115,7 +115,8 @@ redlock_quorumshared_intent_command(RedlockCommand *command, const char *intent_
  * The intent needs to outlive only the gap until the acquire's next attempt renews it:
  * a retry delay with its jitter, an attempt's time (this one's patience, or a connect)
  * and a deadlock check's three rounds between them (protocol/deadlock.c), twice over
- * (a slow attempt's successor waits twice as long); never more than the lock's TTL.
+ * (the sleep after a slow attempt may last as long as the attempt, retry.c; the rest
+ * is slack for a master that runs the renewal late); never more than the lock's TTL.
  * So a writer cut short (cancelled, killed) keeps new shared holders out that long at
  * most, and a writer whose masters are slow does not see its intent expire between
  * its attempts.

@@ -190,11 +190,14 @@ is($out, 't', 'beta: a shared acquire is admitted again');
 
 # A writer whose masters are slow: each attempt's intent lives twice the gap with that
 # attempt's patience in it (the timeout doubles with each slow attempt: 50, 100, 200,
-# 400, 800 ms), not redlock.timeout's (2 x (100 + 0 + 50 + 200 + 150) = 1,000 ms here),
-# which would let it expire between attempts.  Masters 0-2 frozen 2 s; 3 and 4 answer
-# (busy: b1's shared hold), so each attempt is slow and is retried.
+# 400, 800 ms; an intent from the 400 ms attempt on lives 1,700 ms or more), not
+# redlock.timeout's (2 x (100 + 0 + 50 + 200 + 150) = 1,000 ms here), which would let
+# it expire between attempts.  Masters 0-2 frozen 2 s; 3 and 4 answer (busy: b1's
+# shared hold), so each attempt is slow and is retried.  The session's connections are
+# open before (a first attempt would wait for the frozen masters' handshakes instead).
 my $slow_writer = session($beta);
 sql($slow_writer, "SET redlock.retry_delay = 100; SET redlock.retry_jitter = 0; SET redlock.timeout = 50; SET redlock.connect_timeout = 200; SET redlock.quorum_timeout = '10s'");
+sql($slow_writer, "SELECT count(*) FROM redlock_lock_info('ledger-warm')");
 my $slow_pid = $slow_writer->pid;
 my @kids = map { $redis->freeze_for($_, 2000) } 0 .. 2;
 $slow_writer->start("SELECT redlock_acquire('ledger', 30000, 30000)");
