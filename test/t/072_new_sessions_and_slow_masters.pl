@@ -260,15 +260,17 @@ $_->quit for $s1, $s2, $s3;
 	};
 
 	# Attempts of ONE acquire in a new session (the cluster's counter: nobody else
-	# acquires meanwhile), while masters 0-2 are frozen FREEZE ms.
+	# acquires meanwhile), of a TTL of TTL ms (30,000 if not given), while masters 0-2
+	# are frozen FREEZE ms.
 	my $attempts_while_frozen = sub {
-		my ($name, $freeze) = @_;
+		my ($name, $freeze, $ttl) = @_;
+		$ttl //= 30000;
 		my $s = $pre_session->("SET redlock.timeout = 100; SET redlock.quorum_timeout = '10s'");
 		# Connections open without an attempt (an attempt would teach the cluster).
 		sql($s, "SELECT count(*) FROM redlock_lock_info('$name-warm')");
 		my ($a0) = sql($s, "SELECT attempts FROM redlock_stats()");
 		my @kids = map { $redis->freeze_for($_, $freeze) } 0 .. 2;
-		my ($o, $e, $took) = timed($s, "SELECT redlock_acquire('$name', 30000)");
+		my ($o, $e, $took) = timed($s, "SELECT redlock_acquire('$name', $ttl)");
 		waitpid($_, 0) for @kids;
 		my ($a1) = sql($s, "SELECT attempts FROM redlock_stats()");
 		is($o, 't', sprintf("patience: $name: acquired with masters 0-2 frozen $freeze ms (%.2f s)", $took))
@@ -312,19 +314,8 @@ $_->quit for $s1, $s2, $s3;
 	# level per attempt (which would make the next session's first attempt wait 800 ms or
 	# more and ride out 600 ms of frozen masters in one).
 	$quick->();
-	{
-		my $s = $pre_session->("SET redlock.timeout = 100; SET redlock.quorum_timeout = '10s'");
-		sql($s, "SELECT count(*) FROM redlock_lock_info('patience-short-warm')");
-		my ($a0) = sql($s, "SELECT attempts FROM redlock_stats()");
-		my @kids = map { $redis->freeze_for($_, 1000) } 0 .. 2;
-		my ($o, $e) = sql($s, "SELECT redlock_acquire('patience-short', 1000) AND redlock_release('patience-short')");
-		waitpid($_, 0) for @kids;
-		my ($a1) = sql($s, "SELECT attempts FROM redlock_stats()");
-		is($o, 't', 'patience: a try-lock with a TTL of 1,000 ms acquires after 1,000 ms of frozen masters')
-		  or diag($e);
-		cmp_ok($a1 - $a0, '>=', 4, sprintf('... after %d attempts of 100 ms (a tenth of its TTL)', $a1 - $a0));
-		$s->quit;
-	}
+	$n = $attempts_while_frozen->('patience-short', 1000, 1000);
+	cmp_ok($n, '>=', 4, "patience: a TTL of 1,000 ms: 1,000 ms of frozen masters took $n attempts of 100 ms (a tenth of its TTL)");
 	$n = $attempts_while_frozen->('patience-capped', 600);
 	cmp_ok($n, '>=', 2,
 		"patience: short TTLs' slow attempts taught one level: 600 ms of frozen masters cost the next session $n attempts (200 ms, then 400)");
