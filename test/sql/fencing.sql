@@ -65,6 +65,19 @@ SET client_min_messages = error;
 SELECT redlock_release('regress-fence-short');
 RESET client_min_messages;
 
+-- A lock found lost and acquired again takes a new token, larger than the one of the
+-- holder that came in between (the lost hold's token is not kept).
+SELECT redlock_acquire('regress-fence-again', 500) AS short_hold;
+SELECT redlock_fencing_token('regress-fence-again') AS t1 \gset
+SELECT pg_sleep(0.7);
+SELECT other_bigint($$SELECT redlock_acquire('regress-fence-again', 5000)::int::bigint$$) AS other_acquired;
+SELECT other_bigint($$SELECT redlock_fencing_token('regress-fence-again')$$) AS t2 \gset
+SELECT other_bigint($$SELECT redlock_release('regress-fence-again')::int::bigint$$) AS other_released;
+SELECT redlock_acquire('regress-fence-again', 5000) AS again;
+SELECT :t2 > :t1 AS between_above_first,
+       redlock_fencing_token('regress-fence-again') > :t2 AS again_above_between;
+SELECT redlock_release('regress-fence-again');
+
 -- A lock taken under a configuration no longer in force: 55P03, and forgotten.
 SELECT redlock_acquire('regress-fence-moved', 30000);
 SET redlock.database = 1;

@@ -64,6 +64,33 @@ RELEASE SAVEPOINT s1;
 ROLLBACK;
 SELECT count(*) FROM redlock_locks();
 
+-- Two levels: a released inner savepoint hands its holds to the outer one, and rolling
+-- back to the outer one takes them back; the commit then keeps nothing.
+BEGIN;
+SAVEPOINT a;
+SAVEPOINT b;
+SELECT redlock_acquire('regress-nest');
+RELEASE SAVEPOINT b;
+ROLLBACK TO SAVEPOINT a;
+SELECT count(*) FROM redlock_locks();
+COMMIT;
+SELECT count(*) FROM redlock_locks();
+SELECT other($$SELECT redlock_acquire('regress-nest')$$);
+SELECT other($$SELECT redlock_release('regress-nest')$$);
+-- The same for a transaction-scoped lock found lost in the inner savepoint: rolling
+-- back to the outer one undoes the work done under it, so the commit succeeds.
+BEGIN;
+SAVEPOINT a;
+SAVEPOINT b;
+SELECT redlock_xact_acquire('regress-nest-lost', 500);
+SELECT pg_sleep(0.7);
+SELECT redlock_extend('regress-nest-lost') AS extended;
+RELEASE SAVEPOINT b;
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+\echo :ERROR
+SELECT count(*) FROM redlock_locks();
+
 -- An exception block is a subtransaction: the error takes the lock back.
 DO $$
 BEGIN
@@ -153,6 +180,16 @@ SELECT count(*) FROM redlock_locks();
 BEGIN;
 SELECT redlock_acquire('regress-prep');
 PREPARE TRANSACTION 'regress-prep';
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM redlock_locks();
+
+-- ... nor a transaction that found a transaction-scoped lock lost (its work ran
+-- unprotected): refused the same way.
+BEGIN;
+SELECT redlock_xact_acquire('regress-prep-lost', 500);
+SELECT pg_sleep(0.7);
+SELECT redlock_extend('regress-prep-lost') AS extended;
+PREPARE TRANSACTION 'regress-prep-lost';
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM redlock_locks();
 

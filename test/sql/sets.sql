@@ -79,6 +79,17 @@ ROLLBACK;
 SELECT count(*) AS after_rollback FROM redlock_locks();
 SELECT held FROM redlock_lock_info('s-x1');
 
+-- A set's release deletes only the keys that still hold its token: once the set has
+-- expired and the other session has taken one of its resources, this session's release
+-- of the set leaves that key alone (the set's release script, spec §2 for each key).
+SELECT redlock_acquire(ARRAY['s-r1', 's-r2'], 500) AS short_set;
+SELECT pg_sleep(0.7);
+SELECT other($$SELECT redlock_acquire('s-r2', 30000)$$) AS other_takes_s_r2;
+SELECT redlock_release(ARRAY['s-r1', 's-r2']) AS expired_set_released;
+SELECT held FROM redlock_lock_info('s-r2');
+SELECT redlock_acquire('s-r2', 30000, 0) AS still_the_others;
+SELECT other($$SELECT redlock_release('s-r2')$$) AS other_released;
+
 -- Bad input.
 SELECT redlock_acquire(NULL::text[], 30000);
 SELECT redlock_acquire(ARRAY[]::text[], 30000);
