@@ -148,6 +148,20 @@ like($check, qr/^(warning|ok):aof, appendfsync always(,(warning|ok):aof, appendf
 	'... redlock_check() shows their persistence');
 sql($c, "SELECT redlock_release('kept')");
 
+# --- AOF with appendfsync everysec may lose the last second of writes: quarantined ---
+
+my $sec = RedisMasters->new(3, redis_args => ['--appendonly', 'yes', '--appendfsync', 'everysec']);
+my $sec_guc = $sec->servers_guc;
+my $es = session($node);
+sql($es, "SET redlock.servers = '$sec_guc'");
+($out, $err) = sql($es, "SELECT redlock_acquire('everysec', 3000)");
+isnt($out, 't', 'masters with AOF but appendfsync everysec, just started: no lock');
+like($err, qr/08006.*DETAIL:.*left out for \d+ s more: restarted \d+ s ago without its data \(no AOF with appendfsync always\)/s,
+	'... they are quarantined like masters without AOF, the detail says why') or diag($err);
+($check) = sql($es, "SELECT string_agg(verdict || ':' || persistence, ',') FROM redlock_check()");
+like($check, qr/^left out:aof, appendfsync not always(,left out:aof, appendfsync not always){2}$/,
+	'... redlock_check(): left out, appendfsync not always');
+
 # --- masters that may evict keys are left out ---
 
 $redis->redis_cli($_, 'CONFIG', 'SET', 'maxmemory', '64mb') for 0 .. 4;
