@@ -103,6 +103,19 @@ is(scalar(grep { $_ > 15000 } @pttl), 5, '... and every master has the 20 s TTL 
 is($out, '20000', '... which redlock_locks() shows');
 sql($job, "SELECT redlock_release('ext')");
 
+# --- a shorter TTL asked of an auto-extended lock cuts its validity at once: any master
+# may apply it, answered or not (spec §3 step 4; shared/lease.c) ---
+
+($out) = sql($job, "SELECT redlock_acquire('cut', 30000)");
+is($out, 't', 'an auto-extended lock with a 30 s TTL');
+$redis->stop($_) for 0 .. 2;
+($out, $err) = sql($job, "SELECT redlock_extend('cut', 1000)");
+isnt($out, 't', 'redlock_extend to 1 s with masters 0-2 frozen: not extended');
+($out) = sql($job, "SELECT coalesce(max(validity_ms), 0) FROM redlock_locks() WHERE resource = 'cut'");
+cmp_ok($out, '<=', 1000, '... and the validity is cut to what 1 s allows (masters 3 and 4 may have applied it)');
+$redis->cont($_) for 0 .. 2;
+sql($job, "SELECT redlock_release('cut')");
+
 # --- a majority frozen briefly (shorter than TTL/3): renewals are retried, the job survives ---
 
 sub cluster_stat

@@ -76,6 +76,17 @@ answered_by_validity('set', 'set-a', [ 'set-a', 'set-b' ],
 	"SELECT redlock_acquire(ARRAY['set-a', 'set-b'], $TTL)",
 	"SELECT redlock_extend(ARRAY['set-a', 'set-b'], $TTL)");
 
+# A set whose locks have different validities: the extension is answered by the
+# earliest end (set-c's), not the latest (set-d's 20 s, past redlock.timeout).
+($out, $err) = sql($s, "SELECT redlock_acquire(ARRAY['set-c', 'set-d'], $TTL), redlock_extend('set-d', 20000)");
+is($out, 't|t', 'set of two validities: acquired, set-d extended to 20 s');
+($out, $err, my $set_took, my $set_v) = undecided_extend('set-c', [ 'set-c', 'set-d' ],
+	"SELECT redlock_extend(ARRAY['set-c', 'set-d'], 20000)");
+cmp_ok($set_took * 1000, '<', $set_v + 1000,
+	"set of two validities: the undecided extension answered by the earliest end ($set_v ms)");
+is($out, 'f', '... false (set-c ran out)') or diag($err);
+sql($s, 'SELECT redlock_release_all()');
+
 # --- auto-extended: the owner waits for the worker, and hears by the lease's end ---
 
 # The worker renews every TTL/3 on the same masters; frozen, its rounds wait 10 s, so
