@@ -40,6 +40,9 @@ SELECT command, try(command) AS outcome
     ($$SELECT redlock_extend('r', 86400001)$$)
   ) AS t(command);
 
+-- A TTL of exactly one day (the limit, redlock.max_ttl's default) is allowed.
+SELECT redlock_acquire('r', 86400000) AS one_day, redlock_release('r') AS released;
+
 -- A resource of exactly 1024 bytes is allowed: acquired and released.
 SELECT redlock_acquire(repeat('x', 1024), 1000) AS acquired,
        redlock_release(repeat('x', 1024)) AS released;
@@ -63,6 +66,8 @@ SELECT command, try(command) AS outcome
     ($$SET redlock.servers = '[]:1'$$),
     ($$SET redlock.servers = '[zz]:1'$$),
     ($$SET redlock.servers = 'a:1, a:1'$$),
+    ($$SET redlock.servers = 'a, a:6379'$$),
+    ($$SET redlock.servers = 'a:6379, b:6379'$$),
     ($$SET redlock.servers = 'bad host:1'$$),
     ($$SET redlock.servers = 'a:1:2'$$),
     ($$SET redlock.servers = 'a;b'$$),
@@ -102,5 +107,29 @@ SELECT command, try(command) AS outcome
     ($$SET redlock.timeout = '2s'$$),
     ($$RESET redlock.timeout$$)
   ) AS t(command);
+
+-- The other settings' bounds (22023), and the edges that are allowed.
+SELECT command, try(command) AS outcome
+  FROM (VALUES
+    ($$SET redlock.connect_timeout = 60001$$),
+    ($$SET redlock.quorum_timeout = -1$$),
+    ($$SET redlock.deadlock_timeout = -1$$),
+    ($$SET redlock.commit_margin = -1$$),
+    ($$SET redlock.max_ttl = 0$$),
+    ($$SET redlock.max_ttl = 86400001$$),
+    ($$SET redlock.max_locks_per_role = 0$$),
+    ($$SET redlock.max_auto_extended_locks_per_role = -1$$),
+    ($$SET redlock.quorum_timeout = 0$$),
+    ($$SET redlock.deadlock_timeout = 0$$),
+    ($$SET redlock.commit_margin = 0$$),
+    ($$RESET redlock.quorum_timeout$$),
+    ($$RESET redlock.deadlock_timeout$$),
+    ($$RESET redlock.commit_margin$$)
+  ) AS t(command);
+-- Settings for the whole cluster: ALTER SYSTEM checks their bounds too.
+ALTER SYSTEM SET redlock.watch_interval = 4;
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET redlock.restart_quarantine = -1;
+\echo :LAST_ERROR_SQLSTATE
 
 DROP FUNCTION try(text);

@@ -63,6 +63,14 @@ SELECT resource FROM redlock_cluster_locks(2);
 SELECT redlock_cluster_locks(0);
 SELECT redlock_cluster_locks(NULL);
 
+-- A prefix with glob characters (*, ?, [ ]) is matched as it is written: only its own
+-- locks are listed, whole.
+SET redlock.key_prefix = 'regress-li[*?]:';
+SELECT redlock_acquire('g', 30000) AS globbed;
+SELECT resource FROM redlock_cluster_locks();
+SELECT redlock_release('g');
+SET redlock.key_prefix = 'regress-li:';
+
 -- Force release: the other session's lock goes whatever its token; the counter rises,
 -- so the next holder's fencing token is above the one the evicted holder had.
 SELECT other_bigint($$SELECT redlock_fencing_token('regress-li-b')$$) AS evicted_token \gset

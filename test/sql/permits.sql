@@ -52,12 +52,23 @@ SELECT other($$SELECT redlock_release('regress-pm-b#1')$$) AS other_released;
 -- nothing taken; with enough permits it is one of them.
 SELECT other($$SELECT redlock_acquire('regress-pm-f#3', 30000)$$) AS slot_3_taken;
 SELECT redlock_acquire_permit('regress-pm-f', 2, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS nothing_taken FROM redlock_locks();
 SELECT held FROM redlock_lock_info('regress-pm-f#1');
 SELECT redlock_acquire_permit('regress-pm-f', 3, 30000) AS three_permits;
 SELECT key FROM redlock_locks();
 SELECT redlock_release('regress-pm-f');
 SELECT other($$SELECT redlock_release('regress-pm-f#3')$$) AS other_released;
+
+-- ... but a slot past the permits held on a minority (one master) is a stray, not a
+-- holder: the permits are given.
+SELECT current_setting('redlock.servers') AS all_servers \gset
+SELECT dblink_exec('other', format('SET redlock.servers = %L', split_part(:'all_servers', ',', 1))) AS other_on_one_master;
+SELECT other($$SELECT redlock_acquire('regress-pm-g#3', 30000)$$) AS slot_3_on_one_master;
+SELECT redlock_acquire_permit('regress-pm-g', 2, 30000) AS given;
+SELECT redlock_release('regress-pm-g');
+SELECT other($$SELECT redlock_release('regress-pm-g#3')$$) AS other_released;
+SELECT dblink_exec('other', 'RESET redlock.servers') AS other_on_every_master;
 
 -- Transaction scope: released at commit, and by a rollback.
 BEGIN;
@@ -77,16 +88,23 @@ SELECT held FROM redlock_lock_info('regress-pm-c#1');
 SELECT redlock_acquire_permit('regress-pm-d', 3, 30000);
 SELECT redlock_acquire('regress-pm-d', 30000);
 SELECT redlock_xact_acquire_permit('regress-pm-d', 4, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_release('regress-pm-d');
 SELECT redlock_acquire('regress-pm-d', 30000);
 SELECT redlock_acquire_permit('regress-pm-d', 3, 30000);
 SELECT redlock_release('regress-pm-d');
 SELECT redlock_acquire_permit('regress-pm-e', 0, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_permit('regress-pm-e', 65, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_permit('regress-pm-e', -1, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_permit('regress-pm-e', NULL, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_permit('regress-pm-e', 3, 0);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_permit(NULL, 3, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_permit('regress-pm-e', 64, 30000, 0) AS sixty_four_slots;
 SELECT key FROM redlock_locks();
 SELECT redlock_release('regress-pm-e');

@@ -62,6 +62,7 @@ RESET redlock.clock_drift_factor;
 -- A set is acquired whole: a resource held already cannot join one (55000).
 SELECT redlock_acquire('s-h', 30000);
 SELECT redlock_acquire(ARRAY['s-g', 's-h'], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT held FROM redlock_lock_info('s-g');
 SELECT redlock_release('s-h');
 
@@ -92,17 +93,29 @@ SELECT other($$SELECT redlock_release('s-r2')$$) AS other_released;
 
 -- Bad input.
 SELECT redlock_acquire(NULL::text[], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY[]::text[], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY['s-a', NULL], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY['s-a', ''], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY['s-a', 's-b', 's-a'], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY['s-a', 's-a'], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY['s-a', 's-b', 's-b', 's-c'], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY[['s-a', 's-b'], ['s-c', 's-d']], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY(SELECT 's-' || g FROM generate_series(1, 65) g), 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY['s-a'], 0);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY['s-a'], 30000, -1);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_extend(ARRAY['s-a'], -5);
+\echo :LAST_ERROR_SQLSTATE
 -- The largest set: 64 resources in one attempt.
 SELECT redlock_acquire(ARRAY(SELECT 's-' || g FROM generate_series(1, 64) g), 30000)
        AS sixty_four;

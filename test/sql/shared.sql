@@ -73,11 +73,16 @@ SELECT held FROM redlock_lock_info('sh-l');
 -- One mode at a time in a session (55000), and no fencing token for a shared hold
 -- (0A000).
 SELECT redlock_acquire('sh-b', 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_fencing_token('sh-b');
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_permit('sh-b', 3, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire(ARRAY['sh-b', 'sh-c'], 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire('sh-c', 30000) AS exclusive_c;
 SELECT redlock_acquire_shared('sh-c', 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_release('sh-c') AS released_c;
 
 -- A waiting exclusive acquire posts its intent: a third session's shared acquire is
@@ -113,10 +118,15 @@ SELECT held FROM redlock_lock_info('sh-x');
 
 -- Bad input, as redlock_acquire's.
 SELECT redlock_acquire_shared(NULL, 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_shared('', 30000);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_shared('sh-e', 0);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_acquire_shared('sh-e', 30000, -2);
+\echo :LAST_ERROR_SQLSTATE
 SELECT redlock_xact_acquire_shared('sh-e', NULL);
+\echo :LAST_ERROR_SQLSTATE
 
 SELECT dblink_disconnect('third');
 SELECT dblink_disconnect('other');
