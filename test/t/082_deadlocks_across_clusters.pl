@@ -170,6 +170,37 @@ sql($a, "SELECT redlock_release('gc-own')");
 $redis->redis_cli($_, 'DEL', $WAITS, 'gc-a', 'gc-b') for 0 .. 4;
 
 
+# A record past its expiry counts for nothing, even on every master: the reads delete it.
+$redis->redis_cli($_, 'SET', 'ghost-b', 'ghost-token', 'PX', '60000') for 0 .. 4;
+$redis->redis_cli($_, 'HSET', $WAITS, "ghost\t1", ghost_record('ghost-token') =~ s/^\d+ /1 /r)
+  for 0 .. 4;
+sql($a, "SELECT redlock_acquire('ghost-a', 30000)");
+($out, $err) = sql($a, "SELECT redlock_acquire('ghost-b', 30000, 2500)");
+is($out, 'f', 'a record past its expiry (on every master) closes no cycle: the wait runs out');
+is($err, '', '... with no error') or diag($err);
+is(join(' ', map { $redis->redis_cli($_, 'HEXISTS', $WAITS, "ghost\t1") } 0 .. 4), '0 0 0 0 0',
+	'... and the reads deleted it on every master');
+$redis->redis_cli($_, 'DEL', $WAITS, 'ghost-b') for 0 .. 4;
+sql($a, "SELECT redlock_release('ghost-a')");
+
+# A victim that never checks (a ghost that began waiting after it, by its record's
+# start): a member that sees the same cycle at two checks in a row reports it itself.
+$redis->redis_cli($_, 'SET', 'fb-b', 'fb-token', 'PX', '60000') for 0 .. 4;
+{
+	my @f = ('1', 'ghost', '7', 'feedface7', '9999999999999999', 'x', '1', 'fb-a', '1', 'fb-b', 'fb-token');
+	my $rec = '99999999999999 ' . join('', map { length($_) . ":$_" } @f);
+	$redis->redis_cli($_, 'HSET', $WAITS, "ghost\t7", $rec) for 0 .. 4;
+}
+sql($a, "SELECT redlock_acquire('fb-a', 30000)");
+my $t0 = time;
+($out, $err) = sql($a, "SELECT redlock_acquire('fb-b', 30000, 20000)");
+my $took = time - $t0;
+like($err, qr/40P01: deadlock detected.*Process 7 of cluster "ghost" waits for "fb-a", holding "fb-b"/s,
+	'a victim that never checks: the other member reports the cycle itself') or diag($err);
+cmp_ok($took, '<', 15, sprintf('... at its second check, not at the end of its 20 s wait (%.1f s)', $took));
+$redis->redis_cli($_, 'DEL', $WAITS, 'fb-b') for 0 .. 4;
+sql($a, "SELECT redlock_release('fb-a')");
+
 # --- who posts a record: only a waiter that could be on a cycle ---
 
 # b's record on each master: its kind and wait id, as "kind/id" (empty where none).
