@@ -13,6 +13,9 @@
 #   count, nor when each of those holds it under two fields: the waiter it would close a
 #   cycle with waits its wait out; on 3 of 5 it counts.
 # - A record whose hold is no longer live (the key holds another token) makes no edge.
+# - A record past its expiry makes no edge, even on every master, and the reads delete it.
+# - A victim that never checks (a ghost that began waiting last): the other member
+#   reports the cycle at its second check.
 # - A session blocked by a cycle it is not on (two ghost waiters' records) waits its
 #   wait out: the cycle's members break it.
 # - Who posts: an exclusive waiter that holds nothing posts no record (it can be on no
