@@ -570,6 +570,26 @@ is(committed('stepped'), '0', '... and nothing committed');
 is($err, '', '... a transaction begun after the gap commits (the clock stepped before it)');
 sql($owner, "SELECT redlock_release('stepped')");
 
+# --- 16. redlock.commit_margin for an auto-extended lock ---
+# A commit needs more validity left than the margin, whoever renews the lock: with a
+# margin of 60 s, a 3 s lock (renewed every second) never has it, so the COMMIT is
+# refused though nothing was lost.  The same when the job let go of the lock inside the
+# transaction: its work ran while the lock was short of the margin.
+
+($out) = sql($owner, "SELECT redlock_acquire('cm', 3000)");
+is($out, 't', 'an auto-extended lock with a 3 s TTL');
+$err = finish_xact("BEGIN; SET LOCAL redlock.commit_margin = 60000; INSERT INTO work VALUES ('cm', 1)");
+like($err, qr/55P03: lock on resource "cm" was lost during this transaction(?s:.*)commit_margin/,
+	'... a COMMIT with less validity left than redlock.commit_margin (60 s) is refused');
+is(committed('cm'), '0', '... and nothing committed');
+sql($owner, "SELECT redlock_release('cm')");
+($out) = sql($owner, "SELECT redlock_acquire('cm-rel', 3000)");
+$err = finish_xact("BEGIN; SET LOCAL redlock.commit_margin = 60000; INSERT INTO work VALUES ('cm-rel', 1); "
+	  . "SELECT redlock_release('cm-rel')");
+like($err, qr/55P03: lock on resource "cm-rel" was lost during this transaction/,
+	'... also when the job released the lock inside that transaction');
+is(committed('cm-rel'), '0', '... and nothing committed');
+
 $owner->quit;
 RedisMasters::no_crash($_) for $node, $rival;
 done_testing();

@@ -65,6 +65,10 @@ is($redis->holding('slot-reordered', 0), 0, '... and no key is set');
 # A slot whose locks are all gone is free for another configuration.
 for my $name ('slot-db7')
 {
+	# An extend goes through the worker, which then keeps the slot's configuration: the
+	# slot's next configuration must replace it.
+	($out) = sql($held{$name}, "SELECT redlock_extend('$name', 30000)");
+	is($out, 't', "$name extended through the worker");
 	($out) = sql($held{$name}, "SELECT redlock_release('$name')");
 	is($out, 't', "$name released");
 	$held{$name}->quit;

@@ -109,6 +109,22 @@ sql($waiter, "SELECT redlock_release('handoff')");
 ok(subscribed('handoff', 0), '... and the worker unsubscribed once nobody waited for it');
 is(channels(), join('|', ('') x 5), '... leaving no release channel subscribed');
 
+# --- a forced release wakes the waiters too ---
+
+($out) = sql($holder, "SELECT redlock_acquire('forced', 60000)");
+$wakeups = wakeups();
+start_wait($waiter, 'forced', 20000);
+$t_release = time;
+$other->safe_psql('postgres', "SELECT redlock_force_release('forced')");
+($out, $err) = $waiter->finish;
+$handoff = time - $t_release;
+is($out, 't', 'a waiter for a lock an operator force-releases (on the other cluster) acquires it');
+cmp_ok(wakeups(), '>', $wakeups, '... woken by the forced release (redlock_stats().wakeups)');
+cmp_ok($handoff, '<', 2.5,
+	sprintf('... %.3f s after it, well inside its 5 s retry delay', $handoff));
+sql($waiter, "SELECT redlock_release('forced')");
+sql($holder, 'SET client_min_messages = error; SELECT redlock_release_all(); RESET client_min_messages');
+
 # --- a release made before the subscription took effect is caught up ---
 
 # The worker frozen while the wait begins: the release is announced to nobody, and the

@@ -209,6 +209,26 @@ ok(heard($mark, 'kept', 'acquired'), "the committed watch's lock: \"acquired\" (
 is(heard_words($mark, 'rolled-back', 300) . '|' . heard_words($mark, 'savepoint-rolled-back', 0), '|',
 	'the watches rolled back, with their transaction or savepoint: no event');
 sql($b1, "SELECT redlock_release_all()");
+# A watch made in a savepoint released into one that then rolls back goes with it.
+sql($w2, 'BEGIN');
+sql($w2, 'SAVEPOINT a');
+sql($w2, 'SAVEPOINT b');
+sql($w2, "SELECT redlock_watch('released-then-rolled-back')");
+sql($w2, 'RELEASE SAVEPOINT b');
+sql($w2, 'ROLLBACK TO SAVEPOINT a');
+sql($w2, 'COMMIT');
+($out) = sql($w2, "SELECT redlock_unwatch('released-then-rolled-back')");
+is($out, 'f', 'a watch released into a savepoint that then rolled back is gone (unwatch finds none)');
+
+# --- two sessions watching one resource: one's unwatch leaves the other's ---
+
+sql($w2, "SELECT redlock_watch('leader')");
+sql($w2, "SELECT redlock_unwatch('leader')");
+$mark = @heard;
+sql($b1, "SELECT redlock_acquire('leader', 10000)");
+ok(heard($mark, 'leader', 'acquired'),
+	'another session watched leader and unwatched it: alpha, still watching, hears "acquired"');
+sql($b1, "SELECT redlock_release_all()");
 
 # --- unwatch ---
 

@@ -29,6 +29,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use FindBin;
 
 use PsqlSession qw(session sql wait_until);
 use RedisMasters;
@@ -203,6 +204,18 @@ like($err, qr/40P01: deadlock detected.*Process 7 of cluster "ghost" waits for "
 cmp_ok($took, '<', 15, sprintf('... at its second check, not at the end of its 20 s wait (%.1f s)', $took));
 $redis->redis_cli($_, 'DEL', $WAITS, 'fb-b') for 0 .. 4;
 sql($a, "SELECT redlock_release('fb-a')");
+
+# A wait's end deletes its own record only: a late withdraw of an earlier wait (a
+# redelivery after a reconnect) leaves the waiter's next record.  The script as shipped,
+# run on master 0.
+my $withdraw = slurp_file("$FindBin::RealBin/../../src/scripts/deadlock_withdraw.lua");
+$redis->redis_cli(0, 'HSET', $WAITS, "ghost\t9", ghost(9, 'wd-a', 'wd-b', 'tok-9'));
+is($redis->redis_cli(0, 'EVAL', $withdraw, 1, $WAITS, "ghost\t9", 'deadbeef8'), '0',
+	"a withdraw with another wait's id deletes nothing");
+is($redis->redis_cli(0, 'HEXISTS', $WAITS, "ghost\t9"), '1', '... the record is still there');
+is($redis->redis_cli(0, 'EVAL', $withdraw, 1, $WAITS, "ghost\t9", 'feedface9'), '1',
+	"... one with the record's own wait id deletes it");
+$redis->redis_cli(0, 'DEL', $WAITS);
 
 # --- who posts a record: only a waiter that could be on a cycle ---
 
