@@ -182,7 +182,11 @@ redlock_lock_acquire(const char *resource, int kind, RedlockScope scope, int ttl
 		lock = NULL;
 	}
 
-	if (lock && (lock->set != set || redlock_life_lost_by_worker(lock)))
+	/*
+	 * Taken under another configuration (node set or key prefix: other sessions look
+	 * for it elsewhere), or lost: acquired afresh below, never refreshed where it was.
+	 */
+	if (lock && (redlock_life_reconfigured(lock) || redlock_life_lost_by_worker(lock)))
 	{
 		redlock_locktable_lose(lock);
 		*was_lost = true;

@@ -72,6 +72,11 @@ RESET redlock.key_prefix;
 -- The lock keeps the key it was acquired under; under another prefix it is lost
 -- (other sessions look for it under the new one), so releasing it warns.
 SELECT key FROM redlock_locks();
+-- Acquiring it again takes it afresh under the prefix in force, with a WARNING, rather
+-- than refreshing the key no one looks for: another session then finds it held.
+SELECT redlock_acquire('regress-p') AS reacquired;
+SELECT key, session_holds FROM redlock_locks() WHERE resource = 'regress-p';
+SELECT other($$SELECT redlock_acquire('regress-p', 30000, 0)$$) AS other_gets_it;
 
 -- release_all drops session holds and leaves transaction holds.
 SELECT redlock_acquire('regress-q');
