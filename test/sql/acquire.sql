@@ -132,6 +132,10 @@ SET redlock.clock_drift_factor = 0.5;
 SELECT redlock_acquire('regress-drift', 10000);
 SELECT validity_ms BETWEEN 1 AND 4998 AS drift_taken_off FROM redlock_locks()
  WHERE resource = 'regress-drift';
+-- ... and off an extension's validity too (distlock §6: extend is an acquire).
+SELECT redlock_extend('regress-drift', 10000) AS extended;
+SELECT validity_ms BETWEEN 1 AND 4998 AS extend_drift_taken_off FROM redlock_locks()
+ WHERE resource = 'regress-drift';
 SELECT redlock_release('regress-drift');
 RESET redlock.clock_drift_factor;
 

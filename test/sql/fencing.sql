@@ -57,6 +57,16 @@ UPDATE guarded SET fence = (SELECT token FROM tokens WHERE n = 1), note = 'stale
 SELECT note, fence = (SELECT max(token) FROM tokens) AS newest_fence FROM guarded;
 COMMIT;
 
+-- The floor rises with the masters' clock even where a counter exists below it: a
+-- second later, the next token is about a million above the last, not one.
+SELECT redlock_acquire('regress-fence-floor', 5000) AS floor_held;
+SELECT redlock_fencing_token('regress-fence-floor') AS f1 \gset
+SELECT redlock_release('regress-fence-floor');
+SELECT pg_sleep(1.1);
+SELECT redlock_acquire('regress-fence-floor', 5000) AS floor_held_again;
+SELECT redlock_fencing_token('regress-fence-floor') - :f1 > 100000 AS floor_rises;
+SELECT redlock_release('regress-fence-floor');
+
 -- A lock whose validity ran out: 55P03.
 SELECT redlock_acquire('regress-fence-short', 100);
 SELECT pg_sleep(0.2);

@@ -273,6 +273,32 @@ $redis->cont($_) for 2 .. 4;
 note 'no-quorum after the frozen masters resumed, PTTL: '
   . join(',', $redis->redis_all('PTTL', 'no-quorum'));
 $redis->redis_all('DEL', 'no-quorum');
+
+# --- an extend at the boundary of "lost for certain" (tally.c's invariant) ---
+
+# 3 of 5 say the key is gone and 2 are silent: those 2 can no longer make a quorum, so
+# the lock is lost for certain: false, let go.  The mirror, 2 gone and 3 silent: the 3
+# might still hold it, so the extend cannot tell (08006) and the lock is kept.
+($out) = sql($s, "SELECT redlock_acquire('edge-lost', 30000), redlock_acquire('edge-kept', 30000)");
+is($out, 't|t', 'acquire edge-lost and edge-kept on all masters');
+$redis->redis_cli($_, 'DEL', 'edge-lost') for 0 .. 2;
+$redis->stop($_) for 3 .. 4;
+($out, $err) = sql($s, "SELECT redlock_extend('edge-lost', 30000)");
+is($out, 'f', 'extend with the key gone on 3 of 5 and 2 frozen: false (lost for certain)')
+  or diag($err);
+unlike($err, qr/08006/, '... not 08006');
+($out) = sql($s, "SELECT count(*) FROM redlock_locks() WHERE resource = 'edge-lost'");
+is($out, '0', '... and the lock is let go of');
+$redis->cont($_) for 3 .. 4;
+$redis->redis_cli($_, 'DEL', 'edge-kept') for 0 .. 1;
+$redis->stop($_) for 2 .. 4;
+($out, $err) = sql($s, "SELECT redlock_extend('edge-kept', 30000)");
+like($err, qr/08006/, 'extend with the key gone on 2 of 5 and 3 frozen: 08006 (cannot tell)');
+($out) = sql($s, "SELECT count(*) FROM redlock_locks() WHERE resource = 'edge-kept'");
+is($out, '1', '... and the lock is kept');
+$redis->cont($_) for 2 .. 4;
+sql($s, 'SET client_min_messages = error; SELECT redlock_release_all(); RESET client_min_messages');
+$redis->redis_all('DEL', 'edge-lost', 'edge-kept');
 sql($s, "RESET redlock.timeout");
 
 $s->quit;
