@@ -158,7 +158,8 @@ redlock_lock_refreshed(RedlockHeldLock *lock, int ttl_ms, bool expired,
  * result->quota.refused when a new lock would take its role past
  * redlock.max_locks_per_role (shared/rolequota.c: nothing was sent).  Raises what an
  * interrupted network wait raises; the hold logged before the request is then taken
- * back by the abort.
+ * back by the abort; and what redlock_life_reconfigured raises (the prefix's encoding
+ * conversion).
  */
 RedlockHoldStatus
 redlock_lock_acquire(const char *resource, int kind, RedlockScope scope, int ttl_ms,
