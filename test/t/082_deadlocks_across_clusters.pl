@@ -152,10 +152,11 @@ sql($a, "SELECT redlock_release('ghost-a')");
 # A cycle of two ghosts (records on every master, each holding the key the other waits
 # for): a session waiting for one of their keys is blocked by their cycle, not on it; it
 # waits its wait out, and leaves the cycle to its members.
+# ghost(PID, WAITS, HOLDS, TOKEN[, START]): a ghost's record; START (us) defaults to PID.
 sub ghost
 {
-	my ($pid, $waits, $holds, $token) = @_;
-	my @f = ('1', 'ghost', $pid, "feedface$pid", $pid, 'x', '1', $waits, '1', $holds, $token);
+	my ($pid, $waits, $holds, $token, $start) = @_;
+	my @f = ('1', 'ghost', $pid, "feedface$pid", $start // $pid, 'x', '1', $waits, '1', $holds, $token);
 	return '99999999999999 ' . join('', map { length($_) . ":$_" } @f);
 }
 for my $i (0 .. 4)
@@ -190,11 +191,8 @@ sql($a, "SELECT redlock_release('ghost-a')");
 # A victim that never checks (a ghost that began waiting after it, by its record's
 # start): a member that sees the same cycle at two checks in a row reports it itself.
 $redis->redis_cli($_, 'SET', 'fb-b', 'fb-token', 'PX', '60000') for 0 .. 4;
-{
-	my @f = ('1', 'ghost', '7', 'feedface7', '9999999999999999', 'x', '1', 'fb-a', '1', 'fb-b', 'fb-token');
-	my $rec = '99999999999999 ' . join('', map { length($_) . ":$_" } @f);
-	$redis->redis_cli($_, 'HSET', $WAITS, "ghost\t7", $rec) for 0 .. 4;
-}
+$redis->redis_cli($_, 'HSET', $WAITS, "ghost\t7", ghost(7, 'fb-a', 'fb-b', 'fb-token', '9999999999999999'))
+  for 0 .. 4;
 sql($a, "SELECT redlock_acquire('fb-a', 30000)");
 my $t0 = time;
 ($out, $err) = sql($a, "SELECT redlock_acquire('fb-b', 30000, 20000)");
